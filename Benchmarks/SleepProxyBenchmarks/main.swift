@@ -1,0 +1,101 @@
+// Benchmarks print `figure: value` lines. Run them with `make bench` (a release build, one core, no other load).
+import DNSWire
+import NetworkAddresses
+
+/// The OS X 10.9 Mac mini registration (tests: pub-mac-sps-registration-osx10.9.txt, source A): 22 records and
+/// the OPT with Lease 7200 and an 8-byte OWNER, written as a Mac writes it (SRV targets in full).
+func osx109Registration() throws -> DNSMessage {
+    let host: DNSName = "fanboy.local."
+    var records: [DNSRecord] = [
+        DNSRecord(
+            name: "fanboy._device-info._tcp.local.", ttl: 4500,
+            rdata: .txt(try TXTData(["model=Macmini3,1", "osxvers=13"])))
+    ]
+    for service in ["_ssh", "_sftp-ssh", "_smb", "_eppc"] {
+        let type = try DNSName(labels: [service, "_tcp", "local"])
+        let instance = try DNSName(labels: ["fanboy", service, "_tcp", "local"])
+        records += [
+            DNSRecord(name: instance, ttl: 4500, cacheFlush: true, rdata: .txt(try TXTData([""]))),
+            DNSRecord(name: "_services._dns-sd._udp.local.", ttl: 4500, rdata: .ptr(type)),
+            DNSRecord(name: type, ttl: 4500, rdata: .ptr(instance)),
+        ]
+    }
+    records.append(
+        DNSRecord(
+            name: "_kerberos.fanboy.local.", ttl: 4500,
+            rdata: .txt(try TXTData(["LKDC:SHA1.066C0CD4E8093DBC5E5FFE9B87D23C7C82B53BC5"]))))
+    for (service, port) in [("_ssh", 22), ("_sftp-ssh", 22), ("_smb", 445), ("_eppc", 3031)] {
+        records.append(
+            DNSRecord(
+                name: try DNSName(labels: ["fanboy", service, "_tcp", "local"]), ttl: 120, cacheFlush: true,
+                rdata: .srv(SRVData(port: UInt16(port), target: host))))
+    }
+    records += [
+        DNSRecord(
+            name: "9.3.D.9.E.D.E.F.F.F.0.2.A.9.6.D.0.0.0.0.0.0.0.0.0.0.0.0.0.8.E.F.ip6.arpa.", ttl: 120,
+            cacheFlush: true,
+            rdata: .ptr(host)),
+        DNSRecord(name: "15.2.2.10.in-addr.arpa.", ttl: 120, cacheFlush: true, rdata: .ptr(host)),
+        DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .aaaa(IPv6Address("fe80::d69a:20ff:fede:9d39")!)),
+        DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 2, 2, 15))),
+    ]
+    let opt = DNSRecord.opt(
+        EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
+        options: [
+            .updateLease(UpdateLease(lease: 7200)),
+            .owner(OwnerOption(sequence: 21, primaryMAC: MACAddress("d4:9a:20:de:9d:38")!)),
+        ])
+    return DNSMessage(
+        id: 45342, flags: DNSFlags(response: false, opcode: .update), authorities: records, additionals: [opt])
+}
+
+/// Runs `body` repeatedly for about `seconds`, in batches, and returns operations per second.
+func measure(seconds: Double = 2.0, batch: Int = 10_000, _ body: () throws -> Void) rethrows -> Double {
+    let clock = ContinuousClock()
+    // Warm up.
+    for _ in 0..<batch { try body() }
+    var operations = 0
+    let start = clock.now
+    var elapsed = Duration.zero
+    while elapsed < .milliseconds(Int(seconds * 1000)) {
+        for _ in 0..<batch { try body() }
+        operations += batch
+        elapsed = clock.now - start
+    }
+    let (s, attoseconds) = elapsed.components
+    return Double(operations) / (Double(s) + Double(attoseconds) / 1e18)
+}
+
+@inline(never)
+func blackHole<T>(_ value: T) {
+    withExtendedLifetime(value) {}
+}
+
+let message = try osx109Registration()
+let wire = try message.encoded(compression: .exceptSRVTargets)
+let decodedOnce = try DNSMessage(decoding: wire)
+precondition(decodedOnce == message, "registration does not round-trip")
+
+let selected = Set(CommandLine.arguments.dropFirst())
+func wanted(_ name: String) -> Bool { selected.isEmpty || selected.contains(name) }
+
+print("registration_bytes: \(wire.count)")
+print("registration_records: \(message.updates.count)")
+if wanted("decode") {
+    let decodes = try measure {
+        blackHole(try DNSMessage(decoding: wire))
+    }
+    print("dns_decode_osx109_registration_per_second: \(Int(decodes))")
+}
+if wanted("encode") {
+    let encodes = try measure {
+        blackHole(try message.encoded(compression: .exceptSRVTargets))
+    }
+    print("dns_encode_osx109_registration_per_second: \(Int(encodes))")
+}
+if wanted("roundtrip") {
+    let roundTrips = try measure {
+        blackHole(try DNSMessage(decoding: wire).encoded(compression: .exceptSRVTargets))
+    }
+    print("dns_decode_and_reencode_osx109_registration_per_second: \(Int(roundTrips))")
+}

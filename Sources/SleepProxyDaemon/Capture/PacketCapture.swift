@@ -1,0 +1,344 @@
+import CPcap
+import Dispatch
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A libpcap capture handle on one interface: frames come out as copies on ``frames``; frames go out through
+/// ``inject(_:)``.
+///
+/// libpcap handles are not thread-safe, so one private serial queue owns the handle. A read source on the
+/// handle's selectable descriptor drains it on that queue; ``setFilter(_:)``, ``inject(_:)``, ``statistics()``
+/// and ``close()`` run synchronously on the same queue, so they may be called from any thread or task.
+///
+/// The handle is created on the calling thread, so it belongs to that thread's network namespace.
+///
+/// Close a capture explicitly with ``close()``. An open socket keeps its network namespace (and the namespace's
+/// interfaces) alive, so a capture that is never closed outlives the namespace it was opened in.
+public final class PacketCapture: Sendable {
+    /// The interface this capture was opened on.
+    public let interfaceName: String
+
+    /// Captured frames in capture order, buffered up to ``Options/streamBufferSize`` frames (the newest are
+    /// kept). Finishes when the capture is closed or reading fails. Iterate it from one task at a time;
+    /// cancelling a task that waits on it ends the stream for good (`AsyncStream` semantics).
+    public let frames: AsyncStream<CapturedFrame>
+
+    private let queue: DispatchQueue
+    private let owner: HandleOwner
+    /// Left when the read source's cancel handler has run; the handle may only be closed after that.
+    private let sourceCancelled: DispatchGroup
+
+    /// Opens `interface` for capture and injection.
+    ///
+    /// Immediate mode is always on, so frames are delivered as soon as they arrive.
+    ///
+    /// - Throws: ``PacketCaptureError`` with code ``PacketCaptureError/Code/interfaceNotFound``,
+    ///   ``PacketCaptureError/Code/permissionDenied`` (needs `CAP_NET_RAW`), or another open failure.
+    public init(interface: String, options: Options = Options()) throws {
+        let handle = try Self.open(interface: interface, options: options)
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: CapturedFrame.self,
+            bufferingPolicy: .bufferingNewest(max(1, options.streamBufferSize))
+        )
+        let nanosecondStamps = pcap_get_tstamp_precision(handle) == PCAP_TSTAMP_PRECISION_NANO
+        let queue = DispatchQueue(label: "sleepproxy.capture.\(interface)")
+        let owner = HandleOwner(
+            interface: interface,
+            handle: handle,
+            receiver: Receiver(continuation: continuation, nanosecondStamps: nanosecondStamps)
+        )
+        let group = DispatchGroup()
+
+        let source = DispatchSource.makeReadSource(fileDescriptor: pcap_get_selectable_fd(handle), queue: queue)
+        source.setEventHandler { owner.drain() }
+        group.enter()
+        source.setCancelHandler { group.leave() }
+        owner.readSource = source
+
+        // Immediate mode on Linux needs no poll timeout; honour one if this libpcap asks for it anyway.
+        if let timeout = pcap_get_required_select_timeout(handle)?.pointee {
+            let interval = max(1, timeout.tv_sec * 1_000_000 + timeout.tv_usec)
+            let timer = DispatchSource.makeTimerSource(queue: queue)
+            timer.schedule(deadline: .now(), repeating: .microseconds(interval))
+            timer.setEventHandler { owner.drain() }
+            owner.timerSource = timer
+            timer.activate()
+        }
+
+        self.interfaceName = interface
+        self.frames = stream
+        self.queue = queue
+        self.owner = owner
+        self.sourceCancelled = group
+        source.activate()
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Replaces the capture filter with `expression` (tcpdump syntax; empty captures everything).
+    ///
+    /// On failure the previous filter stays in effect.
+    public func setFilter(_ expression: String) throws {
+        try queue.sync {
+            guard let handle = owner.handle else {
+                throw PacketCaptureError.closed(interface: interfaceName, operation: "set filter '\(expression)'")
+            }
+            var program = bpf_program()
+            guard pcap_compile(handle, &program, expression, 1, bpf_u_int32(PCAP_NETMASK_UNKNOWN)) == 0 else {
+                throw PacketCaptureError.invalidFilter(
+                    interface: interfaceName,
+                    expression: expression,
+                    message: String(cString: pcap_geterr(handle))
+                )
+            }
+            defer { pcap_freecode(&program) }
+            guard pcap_setfilter(handle, &program) == 0 else {
+                throw PacketCaptureError.filterFailed(
+                    interface: interfaceName,
+                    expression: expression,
+                    message: String(cString: pcap_geterr(handle))
+                )
+            }
+        }
+    }
+
+    /// Sends one raw Ethernet frame (header included, no frame check sequence) out of the interface.
+    ///
+    /// The frame's source MAC must be the sender's real MAC: Linux bridges drop frames from `00:00:00:00:00:00`.
+    public func inject(_ frame: [UInt8]) throws {
+        try queue.sync {
+            guard let handle = owner.handle else {
+                throw PacketCaptureError.closed(interface: interfaceName, operation: "inject a frame")
+            }
+            guard frame.count >= 14 else {
+                throw PacketCaptureError.injectFailed(
+                    interface: interfaceName,
+                    length: frame.count,
+                    message: "a frame needs at least the 14-byte Ethernet header"
+                )
+            }
+            let written = frame.withUnsafeBytes { pcap_inject(handle, $0.baseAddress, $0.count) }
+            guard written >= 0 else {
+                throw PacketCaptureError.injectFailed(
+                    interface: interfaceName,
+                    length: frame.count,
+                    message: String(cString: pcap_geterr(handle))
+                )
+            }
+            guard written == frame.count else {
+                throw PacketCaptureError.shortWrite(
+                    interface: interfaceName,
+                    length: frame.count,
+                    written: Int(written)
+                )
+            }
+        }
+    }
+
+    /// The kernel's counters for this handle plus this capture's own.
+    public func statistics() throws -> Statistics {
+        try queue.sync {
+            guard let handle = owner.handle else {
+                throw PacketCaptureError.closed(interface: interfaceName, operation: "read statistics")
+            }
+            var stat = pcap_stat()
+            guard pcap_stats(handle, &stat) == 0 else {
+                throw PacketCaptureError.statisticsFailed(
+                    interface: interfaceName,
+                    message: String(cString: pcap_geterr(handle))
+                )
+            }
+            return Statistics(
+                received: UInt64(stat.ps_recv),
+                droppedByKernel: UInt64(stat.ps_drop),
+                droppedByInterface: UInt64(stat.ps_ifdrop),
+                captured: owner.receiver.captured,
+                droppedByStream: owner.receiver.droppedByStream
+            )
+        }
+    }
+
+    /// Whether ``close()`` has been called.
+    public var isClosed: Bool {
+        queue.sync { owner.closing }
+    }
+
+    /// Stops reading, closes the handle and finishes ``frames``. Safe to call more than once and from any thread;
+    /// returns once the handle is closed.
+    public func close() {
+        queue.sync { owner.beginClose() }
+        sourceCancelled.wait()
+        queue.sync { owner.finishClose() }
+    }
+
+    private static func open(interface: String, options: Options) throws -> OpaquePointer {
+        var errorBuffer = [CChar](repeating: 0, count: Int(PCAP_ERRBUF_SIZE))
+        guard let handle = pcap_create(interface, &errorBuffer) else {
+            throw PacketCaptureError.openFailure(
+                interface: interface,
+                status: PCAP_ERROR,
+                message: cString(errorBuffer)
+            )
+        }
+        func check(_ setting: String, _ status: Int32) throws {
+            guard status == 0 else {
+                let message = String(cString: pcap_geterr(handle))
+                pcap_close(handle)
+                throw PacketCaptureError.configuration(
+                    interface: interface,
+                    setting: setting,
+                    status: status,
+                    message: message
+                )
+            }
+        }
+        try check("immediate mode", pcap_set_immediate_mode(handle, 1))
+        try check("snapshot length \(options.snapshotLength)", pcap_set_snaplen(handle, Int32(options.snapshotLength)))
+        try check(
+            "buffer size \(options.kernelBufferSize)",
+            pcap_set_buffer_size(handle, Int32(options.kernelBufferSize))
+        )
+        try check("promiscuous mode", pcap_set_promisc(handle, options.promiscuous ? 1 : 0))
+        // Nanosecond stamps where supported; libpcap falls back to microseconds otherwise.
+        _ = pcap_set_tstamp_precision(handle, Int32(PCAP_TSTAMP_PRECISION_NANO))
+
+        let status = pcap_activate(handle)
+        if status < 0 {
+            let message = String(cString: pcap_geterr(handle))
+            pcap_close(handle)
+            throw PacketCaptureError.openFailure(interface: interface, status: status, message: message)
+        }
+        // A positive status is a warning (e.g. promiscuous mode unsupported): the handle works.
+
+        guard pcap_setnonblock(handle, 1, &errorBuffer) == 0 else {
+            pcap_close(handle)
+            throw PacketCaptureError.configuration(
+                interface: interface,
+                setting: "non-blocking mode",
+                status: PCAP_ERROR,
+                message: cString(errorBuffer)
+            )
+        }
+        switch options.direction.backing {
+        case .both:
+            break
+        case .incoming:
+            try check("direction incoming", pcap_setdirection(handle, PCAP_D_IN))
+        case .outgoing:
+            try check("direction outgoing", pcap_setdirection(handle, PCAP_D_OUT))
+        }
+        guard pcap_get_selectable_fd(handle) >= 0 else {
+            pcap_close(handle)
+            throw PacketCaptureError.configuration(
+                interface: interface,
+                setting: "selectable descriptor",
+                status: PCAP_ERROR,
+                message: "libpcap has no pollable descriptor for this interface"
+            )
+        }
+        return handle
+    }
+
+    private static func cString(_ buffer: [CChar]) -> String {
+        buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+}
+
+/// Receives frames from `pcap_dispatch`; touched only on the capture's queue.
+private final class Receiver {
+    let continuation: AsyncStream<CapturedFrame>.Continuation
+    let nanosecondStamps: Bool
+    var captured: UInt64 = 0
+    var droppedByStream: UInt64 = 0
+
+    init(continuation: AsyncStream<CapturedFrame>.Continuation, nanosecondStamps: Bool) {
+        self.continuation = continuation
+        self.nanosecondStamps = nanosecondStamps
+    }
+
+    func deliver(header: pcap_pkthdr, bytes: UnsafePointer<UInt8>) {
+        let fraction = Int64(header.ts.tv_usec)
+        let timestamp =
+            Duration.seconds(Int64(header.ts.tv_sec))
+            + (nanosecondStamps ? .nanoseconds(fraction) : .microseconds(fraction))
+        let frame = CapturedFrame(
+            bytes: Array(UnsafeBufferPointer(start: bytes, count: Int(header.caplen))),
+            timestamp: timestamp,
+            originalLength: Int(header.len)
+        )
+        captured += 1
+        if case .dropped = continuation.yield(frame) {
+            droppedByStream += 1
+        }
+    }
+}
+
+/// Owns the pcap handle. Every member is used only on the capture's serial queue, which is what makes the
+/// unchecked `Sendable` conformance sound.
+private final class HandleOwner: @unchecked Sendable {
+    /// Upper bound of `pcap_dispatch` calls per read event, so a flood cannot starve the other operations.
+    private static let dispatchBatches = 64
+
+    let interface: String
+    private(set) var handle: OpaquePointer?
+    let receiver: Receiver
+    var readSource: (any DispatchSourceRead)?
+    var timerSource: (any DispatchSourceTimer)?
+    private(set) var closing = false
+
+    init(interface: String, handle: OpaquePointer, receiver: Receiver) {
+        self.interface = interface
+        self.handle = handle
+        self.receiver = receiver
+    }
+
+    /// Reads everything the handle has buffered.
+    func drain() {
+        guard let handle, !closing else { return }
+        let context = UnsafeMutableRawPointer(Unmanaged.passUnretained(receiver).toOpaque())
+            .assumingMemoryBound(to: UInt8.self)
+        for _ in 0..<Self.dispatchBatches {
+            let count = pcap_dispatch(handle, -1, handleFrame, context)
+            if count > 0 { continue }
+            if count < 0 && count != PCAP_ERROR_BREAK {
+                // The interface is gone or the socket failed; nothing more will come.
+                stopReading()
+                receiver.continuation.finish()
+            }
+            return
+        }
+    }
+
+    func beginClose() {
+        closing = true
+        stopReading()
+    }
+
+    func finishClose() {
+        if let handle {
+            pcap_close(handle)
+            self.handle = nil
+        }
+        receiver.continuation.finish()
+    }
+
+    private func stopReading() {
+        timerSource?.cancel()
+        timerSource = nil
+        readSource?.cancel()
+    }
+}
+
+private func handleFrame(
+    _ context: UnsafeMutablePointer<UInt8>?,
+    _ header: UnsafePointer<pcap_pkthdr>?,
+    _ bytes: UnsafePointer<UInt8>?
+) {
+    guard let context, let header, let bytes else { return }
+    Unmanaged<Receiver>.fromOpaque(UnsafeRawPointer(context)).takeUnretainedValue()
+        .deliver(header: header.pointee, bytes: bytes)
+}

@@ -1,0 +1,250 @@
+import SleepProxyDaemon
+import TestLab
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Real libpcap on the veth interfaces of a three-host lab.
+@Suite(.requiresLab(tools: ["arping", "nc"]))
+struct PacketCaptureLabTests {
+    @Test func captureInProxySeesARPRequestFromWaker() async throws {
+        try await Lab.withLab { lab in
+            let proxy = lab.host(.proxy)
+            let waker = lab.host(.waker)
+            let capture = try lab.withNamespace(.proxy) { try PacketCapture(interface: proxy.interfaceName) }
+            defer { capture.close() }
+            try capture.setFilter("arp")
+
+            let result = try await lab.run(.waker, ["arping", "-c", "1", "-w", "3", "-I", "eth0", proxy.ipv4])
+            #expect(result.succeeded, "arping got no reply from the proxy: \(result)")
+
+            let frame = try await firstElement(of: capture.frames, "an ARP request from the waker") { frame in
+                ARPView(frame.bytes).map { $0.operation == 1 && $0.senderIP == waker.ipv4Bytes } ?? false
+            }
+            let arp = try #require(ARPView(frame.bytes))
+            #expect(etherType(frame.bytes) == 0x0806)
+            #expect(arp.operation == 1)
+            #expect(arp.destinationMAC == broadcastMAC)
+            #expect(arp.sourceMAC == waker.mac)
+            #expect(arp.senderMAC == waker.mac)
+            #expect(arp.senderIP == waker.ipv4Bytes)
+            #expect(arp.targetIP == proxy.ipv4Bytes)
+            #expect(frame.originalLength == frame.bytes.count)
+        }
+    }
+
+    @Test func captureInProxySeesTCPSynFromWaker() async throws {
+        try await Lab.withLab { lab in
+            let proxy = lab.host(.proxy)
+            let waker = lab.host(.waker)
+            let capture = try lab.withNamespace(.proxy) { try PacketCapture(interface: proxy.interfaceName) }
+            defer { capture.close() }
+            try capture.setFilter("tcp")
+
+            // Nothing listens on port 22 in the proxy: the kernel answers with a reset, so nc fails quickly.
+            let result = try await lab.run(.waker, ["nc", "-z", "-w", "2", proxy.ipv4, "22"])
+            #expect(!result.succeeded, "nothing listens on port 22, yet nc connected: \(result)")
+
+            let frame = try await firstElement(of: capture.frames, "a TCP SYN from the waker") { frame in
+                TCPView(frame.bytes).map { $0.isSYN && $0.destinationPort == 22 } ?? false
+            }
+            let tcp = try #require(TCPView(frame.bytes))
+            #expect(etherType(frame.bytes) == 0x0800)
+            #expect(frame.bytes[23] == 6)
+            #expect(tcp.flags & TCPView.syn != 0)
+            #expect(tcp.flags & TCPView.ack == 0)
+            #expect(tcp.destinationPort == 22)
+            #expect(tcp.sourcePort >= 1024)
+            #expect(tcp.sourceIP == waker.ipv4Bytes)
+            #expect(tcp.destinationIP == proxy.ipv4Bytes)
+            #expect(tcp.sourceMAC == waker.mac)
+            #expect(tcp.destinationMAC == proxy.mac)
+        }
+    }
+
+    @Test(arguments: [false, true])
+    func frameInjectedByProxyArrivesInSleeper(sleeperAsleep: Bool) async throws {
+        try await Lab.withLab { lab in
+            let proxy = lab.host(.proxy)
+            let sleeper = lab.host(.sleeper)
+            if sleeperAsleep { try lab.sleep(.sleeper) }
+            let injector = try lab.withNamespace(.proxy) { try PacketCapture(interface: proxy.interfaceName) }
+            defer { injector.close() }
+            let receiver = try lab.withNamespace(.sleeper) { try PacketCapture(interface: sleeper.interfaceName) }
+            defer { receiver.close() }
+            try receiver.setFilter("ether proto 0x0842")
+
+            let magic = magicPacketFrame(from: proxy.mac, to: sleeper.mac)
+            #expect(magic.count == 14 + 102)
+            let before = wallClock()
+            try injector.inject(magic)
+
+            let frame = try await firstElement(of: receiver.frames, "the magic packet in the sleeper") { _ in true }
+            let after = wallClock()
+            #expect(frame.bytes == magic, "got \(hex(frame.bytes))")
+            #expect(frame.originalLength == magic.count)
+            #expect(!frame.isTruncated)
+            #expect(frame.timestamp >= before - .milliseconds(1) && frame.timestamp <= after)
+        }
+    }
+
+    @Test func replacedFilterTakesEffect() async throws {
+        try await Lab.withLab { lab in
+            let proxy = lab.host(.proxy)
+            let sleeper = lab.host(.sleeper)
+            let capture = try lab.withNamespace(.proxy) { try PacketCapture(interface: proxy.interfaceName) }
+            defer { capture.close() }
+
+            // With "arp": a connection attempt, then an ARP request for the sleeper as an end marker. Frames
+            // arrive in order, so a leaked TCP segment would show up before the marker.
+            try capture.setFilter("arp")
+            _ = try await lab.run(.waker, ["nc", "-z", "-w", "2", proxy.ipv4, "22"])
+            _ = try await lab.run(.waker, ["arping", "-c", "1", "-w", "3", "-I", "eth0", sleeper.ipv4])
+            let arpPhase = try await elements(of: capture.frames, "the ARP marker for the sleeper") { frame in
+                ARPView(frame.bytes).map { $0.operation == 1 && $0.targetIP == sleeper.ipv4Bytes } ?? false
+            }
+            #expect(arpPhase.allSatisfy { etherType($0.bytes) == 0x0806 }, "non-ARP frames under filter 'arp'")
+
+            // With "tcp": an ARP request first, then the connection attempt. Frames stamped before the switch
+            // may still be buffered; only those after it count.
+            try capture.setFilter("tcp")
+            let switched = wallClock()
+            _ = try await lab.run(.waker, ["arping", "-c", "1", "-w", "3", "-I", "eth0", sleeper.ipv4])
+            _ = try await lab.run(.waker, ["nc", "-z", "-w", "2", proxy.ipv4, "22"])
+            let tcpPhase = try await elements(of: capture.frames, "a TCP SYN after the switch") { frame in
+                TCPView(frame.bytes).map { $0.isSYN && $0.destinationPort == 22 } ?? false
+            }
+            let afterSwitch = tcpPhase.filter { $0.timestamp > switched }
+            #expect(!afterSwitch.isEmpty)
+            #expect(afterSwitch.allSatisfy { TCPView($0.bytes) != nil }, "non-TCP frames under filter 'tcp'")
+
+            let statistics = try capture.statistics()
+            #expect(statistics.captured >= UInt64(arpPhase.count + tcpPhase.count))
+            #expect(statistics.received >= 1)
+            #expect(statistics.droppedByKernel == 0)
+            #expect(statistics.droppedByStream == 0)
+        }
+    }
+
+    @Test func boundedStreamKeepsNewestFramesAndCountsDrops() async throws {
+        try await Lab.withLab { lab in
+            let proxy = lab.host(.proxy)
+            let sleeper = lab.host(.sleeper)
+            let capture = try lab.withNamespace(.proxy) {
+                try PacketCapture(interface: proxy.interfaceName, options: .init(streamBufferSize: 2))
+            }
+            defer { capture.close() }
+            try capture.setFilter("ether proto 0x0842")
+            let sender = try lab.withNamespace(.sleeper) { try PacketCapture(interface: sleeper.interfaceName) }
+            defer { sender.close() }
+
+            // Ten numbered frames while nobody reads the stream.
+            for sequence in 0..<10 {
+                try sender.inject(
+                    proxy.mac + sleeper.mac + [0x08, 0x42] + Array(repeating: UInt8(sequence), count: 46))
+            }
+            let statistics = try await waitForStatistics(capture, "all ten frames captured") { $0.captured >= 10 }
+            #expect(statistics.captured == 10)
+            #expect(statistics.droppedByStream == 8)
+            #expect(statistics.received >= 10)
+
+            // The two newest survive.
+            let kept = try await elements(of: capture.frames, "the two buffered frames") { $0.bytes[14] == 9 }
+            #expect(kept.map { $0.bytes[14] } == [8, 9])
+        }
+    }
+
+    @Test func closeFinishesTheStreamAndIsIdempotent() async throws {
+        try await Lab.withLab { lab in
+            let proxy = lab.host(.proxy)
+            let capture = try lab.withNamespace(.proxy) { try PacketCapture(interface: proxy.interfaceName) }
+            let frames = capture.frames
+            let consumer = Task { () -> Int in
+                var count = 0
+                for await _ in frames { count += 1 }
+                return count
+            }
+            #expect(!capture.isClosed)
+            capture.close()
+            capture.close()
+            #expect(capture.isClosed)
+            _ = try await withTimeout(.seconds(5), "the frame stream to finish") { await consumer.value }
+
+            let closedErrors: [PacketCaptureError?] = [
+                #expect(throws: PacketCaptureError.self) {
+                    try capture.inject(magicPacketFrame(from: proxy.mac, to: proxy.mac))
+                },
+                #expect(throws: PacketCaptureError.self) { try capture.setFilter("arp") },
+                #expect(throws: PacketCaptureError.self) { try capture.statistics() },
+            ]
+            for error in closedErrors {
+                #expect(error?.code == .closed)
+                #expect(error?.description.contains("closed") == true)
+            }
+        }
+    }
+
+    @Test func openingAMissingInterfaceFailsSpecifically() async throws {
+        try await Lab.withLab { lab in
+            let error = #expect(throws: PacketCaptureError.self) {
+                try lab.withNamespace(.proxy) { try PacketCapture(interface: "nosuch0") }
+            }
+            #expect(error?.code == .interfaceNotFound)
+            #expect(error?.description.contains("'nosuch0'") == true, "\(String(describing: error))")
+        }
+    }
+
+    @Test func badFilterFailsSpecificallyAndCaptureKeepsWorking() async throws {
+        try await Lab.withLab { lab in
+            let proxy = lab.host(.proxy)
+            let sleeper = lab.host(.sleeper)
+            let capture = try lab.withNamespace(.proxy) { try PacketCapture(interface: proxy.interfaceName) }
+            defer { capture.close() }
+            try capture.setFilter("ether proto 0x0842")
+
+            let expression = "tcp port banana"
+            let error = #expect(throws: PacketCaptureError.self) { try capture.setFilter(expression) }
+            #expect(error?.code == .invalidFilter)
+            let description = error?.description ?? ""
+            #expect(description.contains("'\(expression)'"), "\(description)")
+            #expect(description.contains("banana"))
+            #expect(description.count > expression.count + 40, "libpcap's reason is missing: \(description)")
+
+            let tooShort = #expect(throws: PacketCaptureError.self) { try capture.inject([0x01, 0x02]) }
+            #expect(tooShort?.code == .injectFailed)
+
+            // The previous filter is still in effect.
+            let sender = try lab.withNamespace(.sleeper) { try PacketCapture(interface: sleeper.interfaceName) }
+            defer { sender.close() }
+            let magic = magicPacketFrame(from: sleeper.mac, to: proxy.mac)
+            try sender.inject(magic)
+            let frame = try await firstElement(of: capture.frames, "a magic packet after the bad filter") { _ in true }
+            #expect(frame.bytes == magic)
+        }
+    }
+}
+
+/// Polls `capture`'s counters until `condition` holds, for at most `timeout`.
+func waitForStatistics(
+    _ capture: PacketCapture,
+    _ what: String,
+    timeout: Duration = .seconds(5),
+    until condition: @escaping @Sendable (PacketCapture.Statistics) -> Bool
+) async throws -> PacketCapture.Statistics {
+    try await withTimeout(timeout, what) {
+        while true {
+            let statistics = try capture.statistics()
+            if condition(statistics) { return statistics }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+}
+
+/// `CLOCK_REALTIME` as a duration since the Unix epoch, comparable with capture timestamps.
+func wallClock() -> Duration {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return .seconds(Int64(now.tv_sec)) + .nanoseconds(Int64(now.tv_nsec))
+}
