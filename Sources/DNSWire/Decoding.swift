@@ -91,6 +91,24 @@ struct WireReader {
         min(max(2 * size + 256, 512), 16_384)
     }
 
+    /// A copy of `buffer[start..<end]` in the arena (or in a block of its own when it is large).
+    mutating func sharedBytes(_ start: Int, _ end: Int) -> SharedBytes {
+        let count = end - start
+        let source = UnsafeRawBufferPointer(rebasing: buffer[start..<end])
+        if count > arenaCapacity - arenaUsed {
+            guard count < 256 else { return SharedBytes(copying: source) }
+            arena = NameStorage.make(capacity: arenaCapacity)
+            arenaBase = arena.withUnsafeMutablePointerToElements { $0 }
+            arenaUsed = 0
+        }
+        if count > 0 {
+            UnsafeMutableRawPointer(arenaBase + arenaUsed).copyMemory(from: source.baseAddress!, byteCount: count)
+        }
+        let bytes = SharedBytes(storage: arena, start: arenaUsed, count: count)
+        arenaUsed += count
+        return bytes
+    }
+
     private mutating func reserveArena() {
         guard arenaCapacity - arenaUsed < 255 else { return }
         arena = NameStorage.make(capacity: arenaCapacity)
@@ -227,7 +245,7 @@ struct WireReader {
                 i += 1 + count
                 index += 1
             }
-            return .txt(TXTData(validatedRData: bytes(start, end)))
+            return .txt(TXTData(validatedRData: sharedBytes(start, end)))
         case .hinfo:
             try need(1, at: start, field: "cpu", limit: end)
             let cpuLength = Int(buffer[start])
@@ -332,6 +350,57 @@ struct WireReader {
     /// name (the RDATA end for names inside RDATA); pointers may reach anywhere before themselves.
     mutating func readName(field: String, limit: Int? = nil) throws(DNSWireError) -> DNSName {
         reserveArena()
+        if let name = readNameFast(limit: limit ?? buffer.count) { return name }
+        return try readNameCarefully(field: field, limit: limit)
+    }
+
+    /// The common case: a valid name. Returns nil at the first sign of trouble, leaving the diagnosis to
+    /// `readNameCarefully`, which reads the same name again and throws the precise error.
+    @inline(__always)
+    private mutating func readNameFast(limit: Int) -> DNSName? {
+        let out = arenaBase + arenaUsed
+        let source = buffer.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        var length = 0
+        var position = offset
+        var resume = -1
+        var lowestTarget = Int.max
+        var boundary = limit
+        while true {
+            // A run of plain labels, copied in one go.
+            let runStart = position
+            var labelLength = 0
+            while position < boundary {
+                labelLength = Int(source[position])
+                if UInt(bitPattern: labelLength &- 1) >= 63 { break }  // 0 (the end), or 64 and above (pointer or bad)
+                position &+= labelLength &+ 1
+            }
+            guard position < boundary else { return nil }
+            let run = position &- runStart
+            guard length &+ run < 255 else { return nil }
+            (out + length).update(from: source + runStart, count: run)
+            length &+= run
+            if labelLength == 0 {
+                out[length] = 0
+                length &+= 1
+                if resume < 0 { resume = position &+ 1 }
+                break
+            }
+            guard labelLength >= 0xC0, position &+ 1 < boundary else { return nil }
+            let target = (labelLength & 0x3F) << 8 | Int(source[position &+ 1])
+            guard target >= headerLength, target < position, target < lowestTarget else { return nil }
+            if resume < 0 { resume = position &+ 2 }
+            lowestTarget = target
+            position = target
+            boundary = buffer.count
+        }
+        let name = DNSName(storage: arena, start: arenaUsed, length: length)
+        arenaUsed &+= length
+        offset = resume
+        return name
+    }
+
+    /// Reads a name checking each step, so that a bad name fails with the precise field, offset and reason.
+    private mutating func readNameCarefully(field: String, limit: Int?) throws(DNSWireError) -> DNSName {
         let out = arenaBase + arenaUsed
         let source = buffer.baseAddress!.assumingMemoryBound(to: UInt8.self)
         let end = limit ?? buffer.count

@@ -139,7 +139,7 @@ struct WireWriter {
             u16(srv.port)
             name(srv.target, compress: compression.compressesSRVTargets)
         case .txt(let txt):
-            bytes += txt.rdata
+            txt.bytes.withUnsafeBufferPointer { bytes.append(contentsOf: $0) }
         case .hinfo(let hinfo):
             try characterString(hinfo.cpu, field: "\(field).rdata(HINFO).cpu")
             try characterString(hinfo.os, field: "\(field).rdata(HINFO).os")

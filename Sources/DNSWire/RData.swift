@@ -19,11 +19,13 @@ public struct SRVData: Hashable, Sendable {
 ///
 /// An empty RDATA and one empty string (a single zero byte) are different on the wire and stay different here.
 public struct TXTData: Hashable, Sendable {
-    /// The RDATA: length-prefixed strings.
-    public let rdata: [UInt8]
+    let bytes: SharedBytes
 
-    init(validatedRData: [UInt8]) {
-        rdata = validatedRData
+    /// The RDATA: length-prefixed strings.
+    public var rdata: [UInt8] { bytes.array }
+
+    init(validatedRData: SharedBytes) {
+        bytes = validatedRData
     }
 
     /// Builds TXT RDATA from strings of at most 255 bytes each.
@@ -38,7 +40,7 @@ public struct TXTData: Hashable, Sendable {
             out.append(UInt8(string.count))
             out += string
         }
-        rdata = out
+        bytes = SharedBytes(copying: out)
     }
 
     /// Builds TXT RDATA from text strings (UTF-8), e.g. `["model=Macmini3,1", "osxvers=13"]`.
@@ -48,14 +50,16 @@ public struct TXTData: Hashable, Sendable {
 
     /// The strings, in order.
     public var strings: [[UInt8]] {
-        var result: [[UInt8]] = []
-        var i = 0
-        while i < rdata.count {
-            let count = Int(rdata[i])
-            result.append(Array(rdata[(i + 1)..<min(i + 1 + count, rdata.count)]))
-            i += 1 + count
+        bytes.withUnsafeBufferPointer { rdata in
+            var result: [[UInt8]] = []
+            var i = 0
+            while i < rdata.count {
+                let count = Int(rdata[i])
+                result.append(Array(rdata[(i + 1)..<min(i + 1 + count, rdata.count)]))
+                i += 1 + count
+            }
+            return result
         }
-        return result
     }
 }
 
