@@ -79,7 +79,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SleepProxyDaemonTests",
-            dependencies: ["SleepProxyDaemon", "Frames", "TestLab"],
+            dependencies: ["SleepProxyDaemon", "Frames", "NetworkAddresses", "TestLab"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -46,6 +46,16 @@ protocol ByteSink {
 }
 
 extension ByteSink {
+    /// Writes header options into `length` bytes: zero-padded when shorter, cut when longer.
+    mutating func writeOptions(_ options: [UInt8], length: Int) {
+        if options.count <= length {
+            write(options)
+            writeZeros(length - options.count)
+        } else {
+            write(Array(options.prefix(length)))
+        }
+    }
+
     @inline(__always)
     mutating func write(_ value: UInt16) {
         write(UInt8(truncatingIfNeeded: value >> 8))

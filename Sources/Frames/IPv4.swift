@@ -76,13 +76,7 @@ public struct IPv4Header: Hashable, Sendable {
         sink.write(checksum)
         sink.write(source)
         sink.write(destination)
-        let optionBytes = length - 20
-        if options.count <= optionBytes {
-            sink.write(options)
-            sink.writeZeros(optionBytes - options.count)
-        } else {
-            sink.write(Array(options.prefix(optionBytes)))
-        }
+        sink.writeOptions(options, length: length - 20)
     }
 }
 

@@ -116,13 +116,7 @@ public struct TCPSegment: Hashable, Sendable {
         sink.write(window)
         sink.write(checksum)
         sink.write(urgentPointer)
-        let optionBytes = length - 20
-        if options.count <= optionBytes {
-            sink.write(options)
-            sink.writeZeros(optionBytes - options.count)
-        } else {
-            sink.write(Array(options.prefix(optionBytes)))
-        }
+        sink.writeOptions(options, length: length - 20)
         sink.write(payload)
     }
 }

@@ -1,20 +1,7 @@
 import DNSWire
+import FixtureSupport
 import NetworkAddresses
 import Testing
-
-/// A small deterministic generator (SplitMix64), so that every run checks the same cases and a failure names
-/// the seed that reproduces it.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Builds random but valid messages: names with any bytes in labels (dots, spaces, zeros, mixed case) and
 /// shared suffixes so that compression has work to do, every typed RDATA, opaque types and OPT records.

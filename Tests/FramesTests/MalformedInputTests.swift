@@ -1,3 +1,4 @@
+import FixtureSupport
 import Frames
 import NetworkAddresses
 import Testing
@@ -258,7 +259,7 @@ struct MalformedInputTests {
 
     @Test("mutated real frames never trap")
     func mutations() throws {
-        var random = SplitMix64(seed: 0x5EED)
+        var random = SeededGenerator(seed: 0x5EED)
         var outcomes = (parsed: 0, rejected: 0)
         for (capture, number) in Self.samples {
             let original = try capture.frame(number)
@@ -284,7 +285,7 @@ struct MalformedInputTests {
 
     @Test("random bytes never trap")
     func randomBytes() {
-        var random = SplitMix64(seed: 42)
+        var random = SeededGenerator(seed: 42)
         for _ in 0..<3000 {
             var frame = (0..<random.int(in: 0...120)).map { _ in random.byte() }
             // Steer the EtherType towards the decoded ones.

@@ -1,3 +1,5 @@
+import Frames
+import NetworkAddresses
 import SleepProxyDaemon
 import TestLab
 import Testing
@@ -21,16 +23,17 @@ struct PacketCaptureLabTests {
             #expect(result.succeeded, "arping got no reply from the proxy: \(result)")
 
             let frame = try await firstElement(of: capture.frames, "an ARP request from the waker") { frame in
-                ARPView(frame.bytes).map { $0.operation == 1 && $0.senderIP == waker.ipv4Bytes } ?? false
+                arpRequest(frame.bytes).map { $0.senderProtocolAddress == address(waker.ipv4Bytes) } ?? false
             }
-            let arp = try #require(ARPView(frame.bytes))
-            #expect(etherType(frame.bytes) == 0x0806)
-            #expect(arp.operation == 1)
-            #expect(arp.destinationMAC == broadcastMAC)
-            #expect(arp.sourceMAC == waker.mac)
-            #expect(arp.senderMAC == waker.mac)
-            #expect(arp.senderIP == waker.ipv4Bytes)
-            #expect(arp.targetIP == proxy.ipv4Bytes)
+            let parsed = try EthernetFrame(parsing: frame.bytes)
+            let arp = try #require(parsed.arp)
+            #expect(parsed.header.etherType == .arp)
+            #expect(arp.operation == .request)
+            #expect(parsed.header.destination == .broadcast)
+            #expect(parsed.header.source == mac(waker.mac))
+            #expect(arp.senderHardwareAddress == mac(waker.mac))
+            #expect(arp.senderProtocolAddress == address(waker.ipv4Bytes))
+            #expect(arp.targetProtocolAddress == address(proxy.ipv4Bytes))
             #expect(frame.originalLength == frame.bytes.count)
         }
     }
@@ -48,19 +51,22 @@ struct PacketCaptureLabTests {
             #expect(!result.succeeded, "nothing listens on port 22, yet nc connected: \(result)")
 
             let frame = try await firstElement(of: capture.frames, "a TCP SYN from the waker") { frame in
-                TCPView(frame.bytes).map { $0.isSYN && $0.destinationPort == 22 } ?? false
+                syn(frame.bytes)?.destinationPort == 22
             }
-            let tcp = try #require(TCPView(frame.bytes))
-            #expect(etherType(frame.bytes) == 0x0800)
-            #expect(frame.bytes[23] == 6)
-            #expect(tcp.flags & TCPView.syn != 0)
-            #expect(tcp.flags & TCPView.ack == 0)
+            // The IPv4 header checksum is real; TCP checksums on veth are left to offload.
+            let parsed = try EthernetFrame(parsing: frame.bytes, verifying: .ipv4Header)
+            let ipv4 = try #require(parsed.ipv4)
+            let tcp = try #require(parsed.tcp)
+            #expect(parsed.header.etherType == .ipv4)
+            #expect(ipv4.header.transportProtocol == .tcp)
+            #expect(tcp.flags.contains(.syn))
+            #expect(!tcp.flags.contains(.ack))
             #expect(tcp.destinationPort == 22)
             #expect(tcp.sourcePort >= 1024)
-            #expect(tcp.sourceIP == waker.ipv4Bytes)
-            #expect(tcp.destinationIP == proxy.ipv4Bytes)
-            #expect(tcp.sourceMAC == waker.mac)
-            #expect(tcp.destinationMAC == proxy.mac)
+            #expect(ipv4.header.source == address(waker.ipv4Bytes))
+            #expect(ipv4.header.destination == address(proxy.ipv4Bytes))
+            #expect(parsed.header.source == mac(waker.mac))
+            #expect(parsed.header.destination == mac(proxy.mac))
         }
     }
 
@@ -76,14 +82,15 @@ struct PacketCaptureLabTests {
             defer { receiver.close() }
             try receiver.setFilter("ether proto 0x0842")
 
-            let magic = magicPacketFrame(from: proxy.mac, to: sleeper.mac)
+            let magic = try magicFrame(from: proxy.mac, to: sleeper.mac)
             #expect(magic.count == 14 + 102)
             let before = wallClock()
             try injector.inject(magic)
 
             let frame = try await firstElement(of: receiver.frames, "the magic packet in the sleeper") { _ in true }
             let after = wallClock()
-            #expect(frame.bytes == magic, "got \(hex(frame.bytes))")
+            #expect(frame.bytes == magic, "got \(frame.bytes)")
+            #expect(try EthernetFrame(parsing: frame.bytes).magicPacket?.target == mac(sleeper.mac))
             #expect(frame.originalLength == magic.count)
             #expect(!frame.isTruncated)
             #expect(frame.timestamp >= before - .milliseconds(1) && frame.timestamp <= after)
@@ -103,9 +110,11 @@ struct PacketCaptureLabTests {
             _ = try await lab.run(.waker, ["nc", "-z", "-w", "2", proxy.ipv4, "22"])
             _ = try await lab.run(.waker, ["arping", "-c", "1", "-w", "3", "-I", "eth0", sleeper.ipv4])
             let arpPhase = try await elements(of: capture.frames, "the ARP marker for the sleeper") { frame in
-                ARPView(frame.bytes).map { $0.operation == 1 && $0.targetIP == sleeper.ipv4Bytes } ?? false
+                arpRequest(frame.bytes).map { $0.targetProtocolAddress == address(sleeper.ipv4Bytes) } ?? false
             }
-            #expect(arpPhase.allSatisfy { etherType($0.bytes) == 0x0806 }, "non-ARP frames under filter 'arp'")
+            #expect(
+                arpPhase.allSatisfy { (try? EthernetFrame(parsing: $0.bytes))?.arp != nil },
+                "non-ARP frames under filter 'arp'")
 
             // With "tcp": an ARP request first, then the connection attempt. Frames stamped before the switch
             // may still be buffered; only those after it count.
@@ -114,11 +123,13 @@ struct PacketCaptureLabTests {
             _ = try await lab.run(.waker, ["arping", "-c", "1", "-w", "3", "-I", "eth0", sleeper.ipv4])
             _ = try await lab.run(.waker, ["nc", "-z", "-w", "2", proxy.ipv4, "22"])
             let tcpPhase = try await elements(of: capture.frames, "a TCP SYN after the switch") { frame in
-                TCPView(frame.bytes).map { $0.isSYN && $0.destinationPort == 22 } ?? false
+                syn(frame.bytes)?.destinationPort == 22
             }
             let afterSwitch = tcpPhase.filter { $0.timestamp > switched }
             #expect(!afterSwitch.isEmpty)
-            #expect(afterSwitch.allSatisfy { TCPView($0.bytes) != nil }, "non-TCP frames under filter 'tcp'")
+            #expect(
+                afterSwitch.allSatisfy { (try? EthernetFrame(parsing: $0.bytes))?.tcp != nil },
+                "non-TCP frames under filter 'tcp'")
 
             let statistics = try capture.statistics()
             #expect(statistics.captured >= UInt64(arpPhase.count + tcpPhase.count))
@@ -174,7 +185,7 @@ struct PacketCaptureLabTests {
 
             let closedErrors: [PacketCaptureError?] = [
                 #expect(throws: PacketCaptureError.self) {
-                    try capture.inject(magicPacketFrame(from: proxy.mac, to: proxy.mac))
+                    try capture.inject(magicFrame(from: proxy.mac, to: proxy.mac))
                 },
                 #expect(throws: PacketCaptureError.self) { try capture.setFilter("arp") },
                 #expect(throws: PacketCaptureError.self) { try capture.statistics() },
@@ -218,7 +229,7 @@ struct PacketCaptureLabTests {
             // The previous filter is still in effect.
             let sender = try lab.withNamespace(.sleeper) { try PacketCapture(interface: sleeper.interfaceName) }
             defer { sender.close() }
-            let magic = magicPacketFrame(from: sleeper.mac, to: proxy.mac)
+            let magic = try magicFrame(from: sleeper.mac, to: proxy.mac)
             try sender.inject(magic)
             let frame = try await firstElement(of: capture.frames, "a magic packet after the bad filter") { _ in true }
             #expect(frame.bytes == magic)
