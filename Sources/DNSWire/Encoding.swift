@@ -28,15 +28,10 @@ extension DNSMessage {
         writer.bytes.reserveCapacity(512)
         writer.u16(id)
         writer.u16(flags.rawValue)
-        for (count, section) in [
-            (questions.count, "questions"), (answers.count, "answers"), (authorities.count, "authorities"),
-            (additionals.count, "additionals"),
-        ] {
-            guard count <= 0xFFFF else {
-                throw DNSWireError(.countTooLarge, field: section, offset: -1, expected: "at most 65535, not \(count)")
-            }
-            writer.u16(UInt16(count))
-        }
+        try writer.count(questions.count, section: "questions")
+        try writer.count(answers.count, section: "answers")
+        try writer.count(authorities.count, section: "authorities")
+        try writer.count(additionals.count, section: "additionals")
         for question in questions {
             writer.name(question.name, compress: true)
             writer.u16(question.type.rawValue)
@@ -80,8 +75,8 @@ extension DNSRecord {
 struct WireWriter {
     var bytes: [UInt8] = []
     let compression: NameCompression
-    /// Hash of a name suffix's wire bytes to the offset where that suffix was first written.
-    private var suffixes: [UInt64: Int] = [:]
+    /// Where each name suffix was first written, keyed by a hash of its bytes.
+    private var suffixes = SuffixTable()
 
     init(compression: NameCompression) {
         self.compression = compression
@@ -101,7 +96,14 @@ struct WireWriter {
         bytes.append(UInt8(truncatingIfNeeded: value))
     }
 
-    mutating func record(_ record: DNSRecord, field: String) throws(DNSWireError) {
+    mutating func count(_ count: Int, section: StaticString) throws(DNSWireError) {
+        guard count <= 0xFFFF else {
+            throw DNSWireError(.countTooLarge, field: "\(section)", offset: -1, expected: "at most 65535, not \(count)")
+        }
+        u16(UInt16(count))
+    }
+
+    mutating func record(_ record: DNSRecord, field: @autoclosure () -> String) throws(DNSWireError) {
         name(record.name, compress: true)
         u16(record.type.rawValue)
         if record.type == .opt {
@@ -112,17 +114,17 @@ struct WireWriter {
         u32(record.ttl)
         let lengthAt = bytes.count
         u16(0)
-        try rdata(record.rdata, field: field)
+        try rdata(record.rdata, field: field())
         let length = bytes.count - lengthAt - 2
         guard length <= 0xFFFF else {
             throw DNSWireError(
-                .messageTooLarge, field: "\(field).rdata", offset: -1, expected: "at most 65535 bytes, not \(length)")
+                .messageTooLarge, field: "\(field()).rdata", offset: -1, expected: "at most 65535 bytes, not \(length)")
         }
         bytes[lengthAt] = UInt8(length >> 8)
         bytes[lengthAt + 1] = UInt8(truncatingIfNeeded: length)
     }
 
-    mutating func rdata(_ rdata: RData, field: String) throws(DNSWireError) {
+    mutating func rdata(_ rdata: RData, field: @autoclosure () -> String) throws(DNSWireError) {
         switch rdata {
         case .a(let address):
             u32(address.value)
@@ -141,8 +143,8 @@ struct WireWriter {
         case .txt(let txt):
             txt.bytes.withUnsafeBufferPointer { bytes.append(contentsOf: $0) }
         case .hinfo(let hinfo):
-            try characterString(hinfo.cpu, field: "\(field).rdata(HINFO).cpu")
-            try characterString(hinfo.os, field: "\(field).rdata(HINFO).os")
+            try characterString(hinfo.cpu, field: "\(field()).rdata(HINFO).cpu")
+            try characterString(hinfo.os, field: "\(field()).rdata(HINFO).os")
         case .nsec(let nsec):
             name(nsec.nextName, compress: true)
             bytes += nsec.bitmap
@@ -150,21 +152,21 @@ struct WireWriter {
             bytes += data
         case .opt(let opt):
             for (index, option) in opt.options.enumerated() {
-                try self.option(option, field: "\(field).rdata(OPT).option[\(index)]")
+                try self.option(option, field: "\(field()).rdata(OPT).option[\(index)]")
             }
         }
     }
 
-    mutating func characterString(_ string: [UInt8], field: String) throws(DNSWireError) {
+    mutating func characterString(_ string: [UInt8], field: @autoclosure () -> String) throws(DNSWireError) {
         guard string.count <= 255 else {
             throw DNSWireError(
-                .badRDataLength, field: field, offset: -1, expected: "at most 255 bytes, not \(string.count)")
+                .badRDataLength, field: field(), offset: -1, expected: "at most 255 bytes, not \(string.count)")
         }
         bytes.append(UInt8(string.count))
         bytes += string
     }
 
-    mutating func option(_ option: EDNSOption, field: String) throws(DNSWireError) {
+    mutating func option(_ option: EDNSOption, field: @autoclosure () -> String) throws(DNSWireError) {
         u16(option.code)
         switch option {
         case .updateLease(let lease):
@@ -180,7 +182,7 @@ struct WireWriter {
             if let password = owner.password {
                 guard owner.wakeMAC != nil, password.count == 4 || password.count == 6 else {
                     throw DNSWireError(
-                        .badOptionLength, field: field, offset: -1,
+                        .badOptionLength, field: field(), offset: -1,
                         expected: "a 4- or 6-byte password after a wake MAC, not \(password.count) bytes")
                 }
             }
@@ -193,7 +195,7 @@ struct WireWriter {
         case .other(_, let data):
             guard data.count <= 0xFFFF else {
                 throw DNSWireError(
-                    .badOptionLength, field: field, offset: -1, expected: "at most 65535 bytes, not \(data.count)")
+                    .badOptionLength, field: field(), offset: -1, expected: "at most 65535 bytes, not \(data.count)")
             }
             u16(UInt16(data.count))
             bytes += data
@@ -208,49 +210,52 @@ struct WireWriter {
                 bytes.append(contentsOf: wire)
                 return
             }
-            // Label start positions and the hash of the suffix starting at each.
-            var starts: [Int] = []
-            var hashes: [UInt64] = []
-            var i = 0
-            while wire[i] != 0 {
-                starts.append(i)
-                hashes.append(Self.hash(wire, from: i))
-                i += Int(wire[i]) + 1
-            }
-            var pointer = -1
-            var fullLabels = starts.count
-            if compress {
-                for (index, start) in starts.enumerated() {
-                    if let at = suffixes[hashes[index]], matches(at: at, wire: wire, from: start) {
-                        pointer = at
-                        fullLabels = index
-                        break
+            // A name has at most 127 labels. Record where each starts, then hash every suffix from the end:
+            // the hash of the suffix at label i covers label i and the hash of the suffix after it.
+            withUnsafeTemporaryAllocation(of: (start: Int, hash: UInt64).self, capacity: 128) { labels in
+                var count = 0
+                var i = 0
+                while wire[i] != 0 {
+                    labels[count] = (i, 0)
+                    count += 1
+                    i += Int(wire[i]) + 1
+                }
+                var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+                for index in stride(from: count - 1, through: 0, by: -1) {
+                    let start = labels[index].start
+                    for byte in wire[start...(start + Int(wire[start]))] {
+                        hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
+                    }
+                    labels[index].hash = hash
+                }
+                var pointer = -1
+                var fullLabels = count
+                if compress {
+                    for index in 0..<count {
+                        if let at = suffixes.offset(for: labels[index].hash),
+                            matches(at: at, wire: wire, from: labels[index].start)
+                        {
+                            pointer = at
+                            fullLabels = index
+                            break
+                        }
                     }
                 }
-            }
-            for index in 0..<fullLabels {
-                let position = bytes.count
-                if position < 0x4000, suffixes[hashes[index]] == nil {
-                    suffixes[hashes[index]] = position
+                for index in 0..<fullLabels {
+                    let position = bytes.count
+                    if position < 0x4000 {
+                        suffixes.insertIfAbsent(labels[index].hash, offset: position)
+                    }
+                    let start = labels[index].start
+                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: wire[start...(start + Int(wire[start]))]))
                 }
-                let start = starts[index]
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: wire[start...(start + Int(wire[start]))]))
-            }
-            if pointer >= 0 {
-                u16(0xC000 | UInt16(pointer))
-            } else {
-                bytes.append(0)
+                if pointer >= 0 {
+                    u16(0xC000 | UInt16(pointer))
+                } else {
+                    bytes.append(0)
+                }
             }
         }
-    }
-
-    /// FNV-1a over a name suffix in wire form.
-    private static func hash(_ wire: UnsafeBufferPointer<UInt8>, from start: Int) -> UInt64 {
-        var h: UInt64 = 0xCBF2_9CE4_8422_2325
-        for byte in wire[start...] {
-            h = (h ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
-        }
-        return h
     }
 
     /// True when the name written at `at` (following pointers) has exactly the bytes of `wire[from...]`.
@@ -270,6 +275,50 @@ struct WireWriter {
             }
             i += length + 1
             position += length + 1
+        }
+    }
+}
+
+/// An open-addressing table from suffix hashes to message offsets: cheaper than a `Dictionary` for the few dozen
+/// names of a message. A hash collision only costs a missed compression, because matches are checked byte by byte.
+struct SuffixTable {
+    private var hashes: [UInt64] = []
+    private var offsets: [Int] = []
+    private var count = 0
+
+    func offset(for hash: UInt64) -> Int? {
+        guard !hashes.isEmpty else { return nil }
+        let mask = hashes.count - 1
+        var slot = Int(truncatingIfNeeded: hash) & mask
+        while offsets[slot] >= 0 {
+            if hashes[slot] == hash { return offsets[slot] }
+            slot = (slot + 1) & mask
+        }
+        return nil
+    }
+
+    mutating func insertIfAbsent(_ hash: UInt64, offset: Int) {
+        if (count + 1) * 2 > hashes.count { grow() }
+        let mask = hashes.count - 1
+        var slot = Int(truncatingIfNeeded: hash) & mask
+        while offsets[slot] >= 0 {
+            if hashes[slot] == hash { return }
+            slot = (slot + 1) & mask
+        }
+        hashes[slot] = hash
+        offsets[slot] = offset
+        count += 1
+    }
+
+    private mutating func grow() {
+        let oldHashes = hashes
+        let oldOffsets = offsets
+        let capacity = max(64, hashes.count * 2)
+        hashes = [UInt64](repeating: 0, count: capacity)
+        offsets = [Int](repeating: -1, count: capacity)
+        count = 0
+        for (hash, offset) in zip(oldHashes, oldOffsets) where offset >= 0 {
+            insertIfAbsent(hash, offset: offset)
         }
     }
 }
