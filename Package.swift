@@ -9,20 +9,43 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "sleepproxy",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "sleepproxyd", targets: ["sleepproxyd"]),
         .library(name: "DNSWire", targets: ["DNSWire"]),
         .library(name: "Frames", targets: ["Frames"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
     ],
     targets: [
         // Wire formats: pure, no dependencies beyond the shared address types.
         .target(name: "NetworkAddresses", swiftSettings: swiftSettings),
         .target(name: "DNSWire", dependencies: ["NetworkAddresses"], swiftSettings: swiftSettings),
         .target(name: "Frames", dependencies: ["NetworkAddresses"], swiftSettings: swiftSettings),
+
+        // The protocol state machine: no sockets, no clock, no threads.
+        .target(
+            name: "SleepProxyCore",
+            dependencies: ["DNSWire", "Frames", "NetworkAddresses"],
+            swiftSettings: swiftSettings
+        ),
+
+        // The lease store: SQLite in WAL mode, mirroring the core's owners and events.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .target(
+            name: "LeaseStore",
+            dependencies: ["SleepProxyCore", "DNSWire", "NetworkAddresses", "CSQLite"],
+            swiftSettings: swiftSettings
+        ),
+
+        // recvmsg/sendmsg with packet info, which Swift cannot reach without the CMSG macros.
+        .target(name: "CNetSupport"),
 
         // libpcap, found through pkg-config (Debian: libpcap-dev).
         .systemLibrary(
@@ -34,7 +57,10 @@ let package = Package(
         // The I/O shells.
         .target(
             name: "SleepProxyDaemon",
-            dependencies: ["DNSWire", "Frames", "CPcap"],
+            dependencies: [
+                "SleepProxyCore", "LeaseStore", "DNSWire", "Frames", "NetworkAddresses", "CPcap", "CNetSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -49,7 +75,10 @@ let package = Package(
         // Benchmarks print `figure: value` lines; run them with `make bench`.
         .executableTarget(
             name: "SleepProxyBenchmarks",
-            dependencies: ["DNSWire", "Frames"],
+            dependencies: [
+                "DNSWire", "Frames", "NetworkAddresses", "SleepProxyCore", "LeaseStore", "SleepProxyDaemon",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Benchmarks/SleepProxyBenchmarks",
             swiftSettings: swiftSettings
         ),
@@ -57,6 +86,7 @@ let package = Package(
         // Test support: fixture readers (pcap files, hex dumps) and the three-host network namespace lab.
         .target(
             name: "FixtureSupport",
+            dependencies: ["DNSWire", "NetworkAddresses"],
             path: "Tests/FixtureSupport",
             swiftSettings: swiftSettings
         ),
@@ -78,8 +108,30 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "SleepProxyCoreTests",
+            dependencies: ["SleepProxyCore", "DNSWire", "NetworkAddresses", "FixtureSupport"],
+            resources: [.copy("Fixtures")],
+            swiftSettings: swiftSettings
+        ),
+        // A child process for the lease store's crash test: commits batches until it is killed.
+        .executableTarget(
+            name: "lease-store-crash-helper",
+            dependencies: ["LeaseStore", "SleepProxyCore", "DNSWire", "NetworkAddresses"],
+            path: "Tests/LeaseStoreCrashHelper",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LeaseStoreTests",
+            dependencies: [
+                "LeaseStore", "SleepProxyCore", "DNSWire", "NetworkAddresses", "CSQLite", "lease-store-crash-helper",
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "SleepProxyDaemonTests",
-            dependencies: ["SleepProxyDaemon", "Frames", "NetworkAddresses", "TestLab"],
+            dependencies: [
+                "SleepProxyDaemon", "SleepProxyCore", "LeaseStore", "DNSWire", "Frames", "NetworkAddresses", "TestLab",
+            ],
             swiftSettings: swiftSettings
         ),
     ]

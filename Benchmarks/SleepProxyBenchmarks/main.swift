@@ -1,5 +1,9 @@
-// Benchmarks print `figure: value` lines. Run them with `make bench` (a release build, one core, no other load).
+// Benchmarks print `figure: value` lines. Run them with `make bench` (a release build, no other load).
+//
+//   SleepProxyBenchmarks                 every benchmark
+//   SleepProxyBenchmarks decode encode   some: decode, encode, roundtrip, registrations, store
 import DNSWire
+import Foundation
 import NetworkAddresses
 
 /// The OS X 10.9 Mac mini registration (tests: pub-mac-sps-registration-osx10.9.txt, source A): 22 records and
@@ -76,7 +80,13 @@ let wire = try message.encoded(compression: .exceptSRVTargets)
 let decodedOnce = try DNSMessage(decoding: wire)
 precondition(decodedOnce == message, "registration does not round-trip")
 
-let selected = Set(CommandLine.arguments.dropFirst())
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.count == 2, arguments[0] == "restore" {
+    // The second half of the registrations benchmark, in a fresh process.
+    try runRestoreBenchmark(directory: arguments[1])
+    exit(0)
+}
+let selected = Set(arguments)
 func wanted(_ name: String) -> Bool { selected.isEmpty || selected.contains(name) }
 
 print("registration_bytes: \(wire.count)")
@@ -98,4 +108,16 @@ if wanted("roundtrip") {
         blackHole(try DNSMessage(decoding: wire).encoded(compression: .exceptSRVTargets))
     }
     print("dns_decode_and_reencode_osx109_registration_per_second: \(Int(roundTrips))")
+}
+if wanted("registrations") {
+    let directory = try runRegistrationBenchmark()
+    let restore = Process()
+    restore.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+    restore.arguments = ["restore", directory]
+    try restore.run()
+    restore.waitUntilExit()
+    try? FileManager.default.removeItem(atPath: directory)
+}
+if wanted("store") {
+    try runLeaseStoreBenchmarks()
 }

@@ -1,5 +1,6 @@
 import Frames
 import NetworkAddresses
+import SleepProxyCore
 import SleepProxyDaemon
 import TestLab
 import Testing
@@ -255,7 +256,5 @@ func waitForStatistics(
 
 /// `CLOCK_REALTIME` as a duration since the Unix epoch, comparable with capture timestamps.
 func wallClock() -> Duration {
-    var now = timespec()
-    clock_gettime(CLOCK_REALTIME, &now)
-    return .seconds(Int64(now.tv_sec)) + .nanoseconds(Int64(now.tv_nsec))
+    .nanoseconds(Daemon.now().nanoseconds)
 }

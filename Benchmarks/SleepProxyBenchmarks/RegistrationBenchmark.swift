@@ -1,0 +1,155 @@
+import DNSWire
+import Dispatch
+import Foundation
+import LeaseStore
+import Logging
+import NetworkAddresses
+import SleepProxyCore
+import SleepProxyDaemon
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A 25-record Mac-format registration for host `index`: device info, four services (TXT, browse PTRs, SRV),
+/// Kerberos TXT, address records and their reverse mappings. No zone, cache-flush on unique records, SRV
+/// targets in full, Lease 7200 and an 8-byte OWNER.
+func macRegistration(index: Int, id: UInt16) throws -> [UInt8] {
+    let name = "host\(index)"
+    let host = try DNSName(labels: [name, "local"])
+    let ipv4 = IPv4Address(value: 0x0A00_0000 | UInt32(index + 1))
+    let ipv6 = IPv6Address(high: 0xFE80_0000_0000_0000, low: 0x0200_00FF_FE00_0000 | UInt64(index + 1))
+    var records: [DNSRecord] = [
+        DNSRecord(
+            name: try DNSName(labels: [name, "_device-info", "_tcp", "local"]), ttl: 4500,
+            rdata: .txt(try TXTData(["model=Macmini3,1", "osxvers=13"])))
+    ]
+    for (service, port) in [("_ssh", 22), ("_sftp-ssh", 22), ("_smb", 445), ("_eppc", 3031)] {
+        let type = try DNSName(labels: [service, "_tcp", "local"])
+        let instance = try DNSName(labels: [name, service, "_tcp", "local"])
+        records += [
+            DNSRecord(name: instance, ttl: 4500, cacheFlush: true, rdata: .txt(try TXTData([""]))),
+            DNSRecord(name: "_services._dns-sd._udp.local.", ttl: 4500, rdata: .ptr(type)),
+            DNSRecord(name: type, ttl: 4500, rdata: .ptr(instance)),
+            DNSRecord(
+                name: instance, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: UInt16(port), target: host))),
+        ]
+    }
+    records += [
+        DNSRecord(
+            name: try DNSName(labels: ["_kerberos", name, "local"]), ttl: 4500,
+            rdata: .txt(try TXTData(["LKDC:SHA1.066C0CD4E8093DBC5E5FFE9B87D23C7C82B53BC5"]))),
+        DNSRecord(name: ReverseMapping.name(of: .v6(ipv6)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
+        DNSRecord(name: ReverseMapping.name(of: .v4(ipv4)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
+        DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .aaaa(ipv6)),
+        DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .a(ipv4)),
+        DNSRecord(
+            name: try DNSName(labels: [name, "_rfb", "_tcp", "local"]), ttl: 4500, cacheFlush: true,
+            rdata: .txt(try TXTData([""]))),
+        DNSRecord(
+            name: try DNSName(labels: [name, "_rfb", "_tcp", "local"]), ttl: 120, cacheFlush: true,
+            rdata: .srv(SRVData(port: 5900, target: host))),
+        DNSRecord(
+            name: "_rfb._tcp.local.", ttl: 4500, rdata: .ptr(try DNSName(labels: [name, "_rfb", "_tcp", "local"]))),
+    ]
+    precondition(records.count == 25)
+    let mac = MACAddress(0x02, 0x42, 0, UInt8(index >> 16 & 0xFF), UInt8(index >> 8 & 0xFF), UInt8(index & 0xFF))
+    let message = DNSMessage(
+        id: id, flags: DNSFlags(response: false, opcode: .update), authorities: records,
+        additionals: [
+            .opt(
+                EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
+                options: [.updateLease(UpdateLease(lease: 7200)), .owner(OwnerOption(sequence: 1, primaryMAC: mac))])
+        ])
+    return try message.encoded(compression: .exceptSRVTargets)
+}
+
+func temporaryDirectory(_ name: String) -> String {
+    var template = Array("/tmp/sleepproxy-bench-\(name)-XXXXXX".utf8CString)
+    guard let path = mkdtemp(&template) else { fatalError("mkdtemp failed") }
+    return String(cString: path)
+}
+
+func residentMegabytes() -> Double {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+        let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "")
+    else { return -1 }
+    return kilobytes / 1024
+}
+
+/// Registrations per second through the real daemon on loopback: UDP in, core, group commit, UDP reply out.
+/// A client keeps `window` registrations outstanding and sends the next one for every reply.
+func runRegistrationBenchmark(owners: Int = 10_000, window: Int = 64) throws -> String {
+    let directory = temporaryDirectory("registrations")
+    let port: UInt16 = 25_354
+    let configuration = DaemonConfiguration(
+        interface: "lo", stateDirectory: directory, registrationPort: port,
+        core: CoreConfiguration(maximumRecordsPerOwner: 1_000, maximumRecordsTotal: 400_000))
+    let quiet = Logger(label: "benchmark") { _ in SwiftLogNoOpLogHandler() }
+    let daemon = try Daemon(configuration: configuration, logger: quiet)
+    let stopped = DispatchSemaphore(value: 0)
+    Thread.detachNewThread {
+        daemon.run()
+        stopped.signal()
+    }
+
+    let messages = try (0..<owners).map { try macRegistration(index: $0, id: UInt16(truncatingIfNeeded: $0 + 1)) }
+    let client = try DatagramSocket(family: .ipv4, interface: "lo", port: 0)
+    let server = Endpoint(address: .v4(IPv4Address(127, 0, 0, 1)), port: port)
+    let source = IPAddress.v4(IPv4Address(127, 0, 0, 1))
+
+    let clock = ContinuousClock()
+    let start = clock.now
+    var next = 0
+    var answered = 0
+    func send() throws {
+        try client.send(messages[next], to: server, scopeID: 0, from: source, interfaceIndex: 0)
+        next += 1
+    }
+    while next < min(window, owners) { try send() }
+    var lastProgress = clock.now
+    while answered < owners {
+        if let reply = try client.receive() {
+            precondition(reply.bytes.count == 31 && reply.bytes[2] == 0xA8, "unexpected reply")
+            answered += 1
+            lastProgress = clock.now
+            if next < owners { try send() }
+        } else {
+            var descriptor = pollfd(fd: client.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            _ = poll(&descriptor, 1, 100)
+            // A datagram lost on the way (a full socket buffer) is sent again, as a client would.
+            if clock.now - lastProgress > .milliseconds(500), next > answered {
+                lastProgress = clock.now
+                try send()
+            }
+        }
+    }
+    let elapsed = clock.now - start
+    client.close()
+    daemon.requestStop()
+    stopped.wait()
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    print("registrations_acknowledged: \(answered)")
+    print("registration_25_records_per_second: \(Int(Double(owners) / seconds))")
+    return directory
+}
+
+/// Restores a state directory the way the daemon starts: open the store, load every owner, hand them to the core.
+/// Runs in a process of its own (see main.swift), so that its resident memory is that of the held state alone.
+func runRestoreBenchmark(directory: String) throws {
+    let clock = ContinuousClock()
+    let start = clock.now
+    let store = try LeaseStore(directory: directory)
+    let loaded = try store.loadOwners()
+    var core = SleepProxyCore(configuration: CoreConfiguration(maximumRecordsTotal: 400_000))
+    _ = core.restore(loaded.owners, now: UnixTime(seconds: Int64(time(nil))))
+    let elapsed = clock.now - start
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    print("restore_owners: \(core.owners.count)")
+    print("restore_records: \(core.recordCount)")
+    print("restore_seconds: \(String(format: "%.3f", seconds))")
+    print("held_rss_mb: \(String(format: "%.1f", residentMegabytes()))")
+    withExtendedLifetime(core) {}
+    store.close()
+}

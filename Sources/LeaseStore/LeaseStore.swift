@@ -1,0 +1,503 @@
+import CSQLite
+import DNSWire
+import Glibc
+import NetworkAddresses
+public import SleepProxyCore
+import Synchronization
+
+/// What the daemon's shell writes the core's `StoreChange`s through and restores the lease table from.
+/// `LeaseStore` is the SQLite implementation; tests of the shell can substitute their own.
+public protocol LeaseStoring: AnyObject, Sendable {
+    /// Makes all `changes` durable together, or none of them.
+    func apply(_ changes: [StoreChange]) throws
+    /// Every stored owner, with descriptions of the rows that could not be read.
+    func loadOwners() throws -> LoadedOwners
+}
+
+/// The owners the store held, as read back at start-up.
+public struct LoadedOwners: Hashable, Sendable {
+    /// Owners in (interface, primary MAC) order.
+    public var owners: [Owner]
+    /// One line per row that did not decode and was skipped: which row, and what was wrong with it.
+    public var problems: [String]
+
+    public init(owners: [Owner], problems: [String]) {
+        self.owners = owners
+        self.problems = problems
+    }
+}
+
+/// An event of the history with its row id. Ids only grow, so a follower can ask for the events after the last
+/// id it has seen.
+public struct StoredEvent: Hashable, Sendable {
+    public var id: Int64
+    public var event: Event
+
+    public init(id: Int64, event: Event) {
+        self.id = id
+        self.event = event
+    }
+}
+
+/// Events read back from the history, oldest first.
+public struct LoadedEvents: Hashable, Sendable {
+    /// In ascending id order (oldest first, newest last).
+    public var events: [StoredEvent]
+    /// One line per row that did not decode and was skipped.
+    public var problems: [String]
+
+    public init(events: [StoredEvent], problems: [String]) {
+        self.events = events
+        self.problems = problems
+    }
+}
+
+/// The persistent mirror of the core's lease table, and the event history, in one SQLite database.
+///
+/// The database is `<directory>/leases.sqlite` in write-ahead-log mode with `synchronous=NORMAL`: every
+/// `apply(_:)` that has returned survives the process being killed (SIGKILL, a crash, the OOM killer), and the
+/// database is never left inconsistent. A power loss or kernel crash can lose the last transactions committed
+/// before it (WAL with `NORMAL` syncs at checkpoints, not at every commit), which costs at most a few
+/// registrations the Macs re-send at their next maintenance wake.
+///
+/// All methods may be called from any thread: an internal mutex serializes them. They block on disk I/O, so call
+/// them from a thread that may block, not from an event loop.
+public final class LeaseStore: LeaseStoring {
+    /// Tuning of the store. Every value has a default that suits a home network.
+    public struct Configuration: Hashable, Sendable {
+        /// How many events the history keeps; older ones are deleted as new ones arrive. At least 1.
+        public var eventHistoryLimit: Int
+        /// How long a statement waits for another connection's lock (the CLI reading, say) before it fails.
+        public var busyTimeout: Duration
+
+        public init(eventHistoryLimit: Int = 10_000, busyTimeout: Duration = .seconds(5)) {
+            self.eventHistoryLimit = eventHistoryLimit
+            self.busyTimeout = busyTimeout
+        }
+    }
+
+    /// The schema version this build writes, kept in `PRAGMA user_version`.
+    public static let schemaVersion: Int64 = 1
+    /// The database file's name inside the state directory.
+    public static let fileName = "leases.sqlite"
+
+    /// The database file.
+    public let path: String
+    public let configuration: Configuration
+    private let connection: Mutex<Connection?>
+
+    /// Opens the store in `directory`, creating the directory (mode 0700) and the database when missing.
+    ///
+    /// Throws `LeaseStoreError` of kind `.newerSchema` for a database a newer version wrote (and leaves it
+    /// untouched), `.cannotOpen` for a file that is not a database, `.cannotCreateDirectory` when the directory
+    /// cannot be made.
+    public init(directory: String, configuration: Configuration = .init()) throws(LeaseStoreError) {
+        path = directory.hasSuffix("/") ? directory + Self.fileName : directory + "/" + Self.fileName
+        self.configuration = configuration
+        guard configuration.eventHistoryLimit >= 1 else {
+            throw LeaseStoreError(
+                .invalidConfiguration, operation: "open", path: path,
+                reason: "eventHistoryLimit must be at least 1, not \(configuration.eventHistoryLimit)")
+        }
+        try Self.makeDirectory(directory)
+        let connection = try Connection(path: path)
+        do {
+            try Self.prepare(connection, configuration: configuration)
+        } catch {
+            connection.close()
+            throw error
+        }
+        self.connection = Mutex(connection)
+    }
+
+    deinit { close() }
+
+    /// Closes the database. Later calls throw an error of kind `.closed`; closing again does nothing.
+    public func close() {
+        connection.withLock { connection in
+            connection?.close()
+            connection = nil
+        }
+    }
+
+    // MARK: Writing
+
+    /// Makes every change durable in one transaction: all of them, or none when any fails.
+    ///
+    /// `saveOwner` inserts or replaces the owner with all its records, `removeOwner` deletes it (a missing owner
+    /// is not an error), `appendEvent` appends to the history, which is then trimmed to the newest
+    /// `eventHistoryLimit` events. The daemon gathers the changes of many datagrams into one call (group commit)
+    /// and sends their replies after it returns.
+    public func apply(_ changes: [StoreChange]) throws(LeaseStoreError) {
+        guard !changes.isEmpty else { return }
+        let limit = Int64(configuration.eventHistoryLimit)
+        try withConnection("apply") { connection throws(LeaseStoreError) in
+            try connection.transaction { () throws(LeaseStoreError) in
+                var lastEventID: Int64?
+                for (index, change) in changes.enumerated() {
+                    do throws(LeaseStoreError) {
+                        switch change {
+                        case .saveOwner(let owner): try Self.save(owner, in: connection)
+                        case .removeOwner(let key): try Self.remove(key, in: connection)
+                        case .appendEvent(let event): lastEventID = try Self.append(event, in: connection)
+                        }
+                    } catch {
+                        throw error.within("apply change \(index + 1) of \(changes.count) (\(Self.summary(change)))")
+                    }
+                }
+                if let lastEventID, lastEventID > limit {
+                    let trim = try connection.prepared(SQL.trimEvents)
+                    defer { trim.reset() }
+                    try trim.bind(1, lastEventID - limit)
+                    try trim.run()
+                }
+            }
+        }
+    }
+
+    private static func summary(_ change: StoreChange) -> String {
+        switch change {
+        case .saveOwner(let owner): "save owner \(owner.key)"
+        case .removeOwner(let key): "remove owner \(key)"
+        case .appendEvent(let event): "append \(event.kind) event"
+        }
+    }
+
+    private static func save(_ owner: Owner, in connection: Connection) throws(LeaseStoreError) {
+        let records: [UInt8]
+        do {
+            records = try RecordCoding.encodeRecords(owner.records)
+        } catch {
+            throw LeaseStoreError(
+                .encoding, operation: "encode \(owner.records.count) records", path: connection.path,
+                reason: "\(error)")
+        }
+        let times = RecordCoding.encodeTimes(owner.records, ownerRegisteredAt: owner.registeredAt)
+        let statement = try connection.prepared(SQL.upsertOwner)
+        defer { statement.reset() }
+        try statement.bind(1, text: owner.key.interface.rawValue)
+        try statement.bind(2, blob: owner.key.primaryMAC.array)
+        try statement.bind(3, blob: owner.wakeMAC.array)
+        try statement.bind(4, blob: owner.password)
+        try statement.bind(5, Int64(owner.sequence))
+        try statement.bind(6, owner.registeredAt.nanoseconds)
+        try statement.bind(7, owner.updatedAt.nanoseconds)
+        try statement.bind(8, text: owner.lastSource?.description)
+        try statement.bind(9, blob: records)
+        try statement.bind(10, blob: times)
+        try statement.run()
+    }
+
+    private static func remove(_ key: OwnerKey, in connection: Connection) throws(LeaseStoreError) {
+        let statement = try connection.prepared(SQL.deleteOwner)
+        defer { statement.reset() }
+        try statement.bind(1, text: key.interface.rawValue)
+        try statement.bind(2, blob: key.primaryMAC.array)
+        try statement.run()
+    }
+
+    private static func append(_ event: Event, in connection: Connection) throws(LeaseStoreError) -> Int64 {
+        let statement = try connection.prepared(SQL.insertEvent)
+        defer { statement.reset() }
+        try statement.bind(1, event.time.nanoseconds)
+        try statement.bind(2, text: event.kind.identifier)
+        try statement.bind(3, text: event.interface.rawValue)
+        try statement.bind(4, blob: event.owner?.array)
+        try statement.bind(5, text: event.source?.description)
+        try statement.bind(6, text: event.reason?.identifier)
+        try statement.bind(7, text: event.detail)
+        try statement.run()
+        return connection.lastInsertedRowID
+    }
+
+    // MARK: Reading
+
+    /// Every stored owner in (interface, primary MAC) order. A row that does not decode is skipped and described
+    /// in `problems`; only a failure of SQLite itself throws.
+    public func loadOwners() throws(LeaseStoreError) -> LoadedOwners {
+        try withConnection("load owners") { connection throws(LeaseStoreError) in
+            let statement = try connection.prepared(SQL.selectOwners)
+            defer { statement.reset() }
+            var owners: [Owner] = []
+            var problems: [String] = []
+            while try statement.step() {
+                do throws(RecordCoding.Failure) {
+                    owners.append(try Self.owner(from: statement))
+                } catch {
+                    problems.append("owner row \(statement.int64(0)) (\(Self.rowName(statement))): \(error.reason)")
+                }
+            }
+            return LoadedOwners(owners: owners, problems: problems)
+        }
+    }
+
+    /// How a row names its owner in a problem report, whatever its key columns hold.
+    private static func rowName(_ statement: Statement) -> String {
+        let interface = statement.text(1) ?? "NULL"
+        let mac = statement.blob(2).map { bytes in
+            MACAddress(bytes: bytes).map(String.init(describing:)) ?? "\(bytes.count)-byte MAC"
+        }
+        return "\(mac ?? "NULL MAC")%\(interface)"
+    }
+
+    private static func owner(from row: Statement) throws(RecordCoding.Failure) -> Owner {
+        guard let interface = row.text(1), !interface.isEmpty else {
+            throw RecordCoding.Failure(reason: "interface is NULL or empty")
+        }
+        guard let primaryMAC = row.withBlob(2, { $0.flatMap { MACAddress(bytes: $0) } }) else {
+            throw RecordCoding.Failure(reason: "primary_mac is not 6 bytes")
+        }
+        guard let wakeMAC = row.withBlob(3, { $0.flatMap { MACAddress(bytes: $0) } }) else {
+            throw RecordCoding.Failure(reason: "wake_mac is not 6 bytes")
+        }
+        let password = row.blob(4)
+        let sequence = row.int64(5)
+        guard let sequence = UInt8(exactly: sequence) else {
+            throw RecordCoding.Failure(reason: "sequence \(sequence) is not 0...255")
+        }
+        let registeredAt = UnixTime(nanoseconds: row.int64(6))
+        let updatedAt = UnixTime(nanoseconds: row.int64(7))
+        var lastSource: Endpoint?
+        if let text = row.text(8) {
+            guard let endpoint = Endpoint(parsing: text) else {
+                throw RecordCoding.Failure(reason: "last_source \"\(text)\" is not an address and port")
+            }
+            lastSource = endpoint
+        }
+        let records = try row.withBlob(9) { (records) throws(RecordCoding.Failure) -> [HeldRecord] in
+            try row.withBlob(10) { (times) throws(RecordCoding.Failure) -> [HeldRecord] in
+                guard let records, let times else {
+                    throw RecordCoding.Failure(reason: "records or record_times is NULL")
+                }
+                return try RecordCoding.decode(records: records, times: times, ownerRegisteredAt: registeredAt)
+            }
+        }
+        return Owner(
+            key: OwnerKey(interface: InterfaceName(interface), primaryMAC: primaryMAC), wakeMAC: wakeMAC,
+            password: password, sequence: sequence, registeredAt: registeredAt, updatedAt: updatedAt,
+            lastSource: lastSource, records: records)
+    }
+
+    /// The newest `limit` events, oldest first.
+    public func events(limit: Int) throws(LeaseStoreError) -> LoadedEvents {
+        try readEvents("read events", sql: SQL.selectNewestEvents, bindings: [Int64(max(limit, 0))], reversed: true)
+    }
+
+    /// Up to `limit` events with ids greater than `id`, oldest first: what a follower has not seen yet.
+    public func events(after id: Int64, limit: Int) throws(LeaseStoreError) -> LoadedEvents {
+        try readEvents(
+            "read events", sql: SQL.selectEventsAfter, bindings: [id, Int64(max(limit, 0))], reversed: false)
+    }
+
+    /// How many events the history holds.
+    public func eventCount() throws(LeaseStoreError) -> Int {
+        try withConnection("count events") { connection throws(LeaseStoreError) in
+            Int(try connection.integer(SQL.countEvents))
+        }
+    }
+
+    private func readEvents(
+        _ operation: String, sql: String, bindings: [Int64], reversed: Bool
+    ) throws(LeaseStoreError) -> LoadedEvents {
+        try withConnection(operation) { connection throws(LeaseStoreError) in
+            let statement = try connection.prepared(sql)
+            defer { statement.reset() }
+            for (index, value) in bindings.enumerated() { try statement.bind(Int32(index + 1), value) }
+            var events: [StoredEvent] = []
+            var problems: [String] = []
+            while try statement.step() {
+                do throws(RecordCoding.Failure) {
+                    events.append(try Self.event(from: statement))
+                } catch {
+                    problems.append("event row \(statement.int64(0)): \(error.reason)")
+                }
+            }
+            if reversed { events.reverse() }
+            return LoadedEvents(events: events, problems: problems)
+        }
+    }
+
+    private static func event(from row: Statement) throws(RecordCoding.Failure) -> StoredEvent {
+        let kindText = row.text(2) ?? "NULL"
+        guard let kind = Event.Kind(identifier: kindText) else {
+            throw RecordCoding.Failure(reason: "unknown kind \"\(kindText)\"")
+        }
+        guard let interface = row.text(3) else { throw RecordCoding.Failure(reason: "interface is NULL") }
+        var owner: MACAddress?
+        if let bytes = row.blob(4) {
+            guard let mac = MACAddress(bytes: bytes) else {
+                throw RecordCoding.Failure(reason: "owner is \(bytes.count) bytes, expected 6")
+            }
+            owner = mac
+        }
+        var source: Endpoint?
+        if let text = row.text(5) {
+            guard let endpoint = Endpoint(parsing: text) else {
+                throw RecordCoding.Failure(reason: "source \"\(text)\" is not an address and port")
+            }
+            source = endpoint
+        }
+        var reason: RefusalReason?
+        if let text = row.text(6) {
+            guard let value = RefusalReason(identifier: text) else {
+                throw RecordCoding.Failure(reason: "unknown refusal reason \"\(text)\"")
+            }
+            reason = value
+        }
+        let event = Event(
+            time: UnixTime(nanoseconds: row.int64(1)), kind: kind, interface: InterfaceName(interface), owner: owner,
+            source: source, reason: reason, detail: row.text(7) ?? "")
+        return StoredEvent(id: row.int64(0), event: event)
+    }
+
+    // MARK: Plumbing
+
+    private func withConnection<R: Sendable>(
+        _ operation: String, _ body: (Connection) throws(LeaseStoreError) -> R
+    ) throws(LeaseStoreError) -> R {
+        let path = path
+        return try connection.withLock { (connection) throws(LeaseStoreError) -> R in
+            guard let connection, connection.isOpen else {
+                throw LeaseStoreError(.closed, operation: operation, path: path, reason: "the store was closed")
+            }
+            do throws(LeaseStoreError) {
+                return try body(connection)
+            } catch {
+                throw error.within(operation)
+            }
+        }
+    }
+
+    /// Sets the connection up: busy timeout, schema version check, WAL, pragmas, and the schema on first use.
+    private static func prepare(_ connection: Connection, configuration: Configuration) throws(LeaseStoreError) {
+        let (seconds, attoseconds) = configuration.busyTimeout.components
+        let milliseconds = max(0, min(Int64(Int32.max), seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+        try connection.setBusyTimeout(milliseconds: Int32(milliseconds))
+        // The first read finds out whether the file is a database at all; report that as an open failure.
+        var version: Int64
+        do {
+            version = try connection.integer("PRAGMA user_version")
+        } catch {
+            throw LeaseStoreError(
+                .cannotOpen, operation: "open: read schema version", path: connection.path,
+                sqliteResultCode: error.sqliteResultCode, reason: error.reason)
+        }
+        try checkVersion(version, path: connection.path)
+        let mode = try connection.text("PRAGMA journal_mode=WAL")
+        guard mode?.lowercased() == "wal" else {
+            throw LeaseStoreError(
+                .journalMode, operation: "open: PRAGMA journal_mode=WAL", path: connection.path,
+                reason: "SQLite kept journal mode \(mode ?? "unknown"), expected wal")
+        }
+        try connection.execute("PRAGMA synchronous=NORMAL")
+        try connection.execute("PRAGMA foreign_keys=ON")
+        if version == 0 {
+            try connection.transaction { () throws(LeaseStoreError) in
+                // Another process may have created the schema since the first read.
+                version = try connection.integer("PRAGMA user_version")
+                try checkVersion(version, path: connection.path)
+                if version == 0 {
+                    for statement in SQL.schema { try connection.execute(statement) }
+                    try connection.execute("PRAGMA user_version = \(schemaVersion)")
+                }
+            }
+        }
+    }
+
+    private static func checkVersion(_ version: Int64, path: String) throws(LeaseStoreError) {
+        guard version <= schemaVersion else {
+            throw LeaseStoreError(
+                .newerSchema, operation: "open", path: path,
+                reason: "the database has schema version \(version), this build reads versions up to \(schemaVersion)")
+        }
+        guard version >= 0 else {
+            throw LeaseStoreError(
+                .cannotOpen, operation: "open", path: path,
+                reason: "the database has schema version \(version), which no lease store writes")
+        }
+    }
+
+    /// Creates `directory` and any missing parents with mode 0700; an existing directory is left as it is.
+    private static func makeDirectory(_ directory: String) throws(LeaseStoreError) {
+        var prefix = directory.hasPrefix("/") ? "/" : ""
+        for component in directory.split(separator: "/") {
+            prefix += component
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+                let reason = String(cString: strerror(errno))
+                throw LeaseStoreError(.cannotCreateDirectory, operation: "mkdir", path: prefix, reason: reason)
+            }
+            prefix += "/"
+        }
+        var info = stat()
+        guard stat(directory, &info) == 0 else {
+            let reason = String(cString: strerror(errno))
+            throw LeaseStoreError(.cannotCreateDirectory, operation: "stat", path: directory, reason: reason)
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw LeaseStoreError(
+                .cannotCreateDirectory, operation: "stat", path: directory, reason: "exists and is not a directory")
+        }
+    }
+}
+
+/// The SQL the store runs; each statement is prepared once per connection.
+private enum SQL {
+    static let schema = [
+        """
+        CREATE TABLE owners (
+            interface TEXT NOT NULL,
+            primary_mac BLOB NOT NULL,
+            wake_mac BLOB NOT NULL,
+            password BLOB,
+            sequence INTEGER NOT NULL,
+            registered_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            last_source TEXT,
+            records BLOB NOT NULL,
+            record_times BLOB NOT NULL,
+            PRIMARY KEY (interface, primary_mac)
+        )
+        """,
+        """
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY,
+            time INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            interface TEXT NOT NULL,
+            owner BLOB,
+            source TEXT,
+            reason TEXT,
+            detail TEXT NOT NULL
+        )
+        """,
+    ]
+
+    static let upsertOwner = """
+        INSERT INTO owners (interface, primary_mac, wake_mac, password, sequence, registered_at, updated_at,
+            last_source, records, record_times)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+        ON CONFLICT (interface, primary_mac) DO UPDATE SET
+            wake_mac = excluded.wake_mac, password = excluded.password, sequence = excluded.sequence,
+            registered_at = excluded.registered_at, updated_at = excluded.updated_at,
+            last_source = excluded.last_source, records = excluded.records, record_times = excluded.record_times
+        """
+    static let deleteOwner = "DELETE FROM owners WHERE interface = ?1 AND primary_mac = ?2"
+    static let selectOwners = """
+        SELECT rowid, interface, primary_mac, wake_mac, password, sequence, registered_at, updated_at, last_source,
+            records, record_times
+        FROM owners ORDER BY interface, primary_mac
+        """
+    static let insertEvent = """
+        INSERT INTO events (time, kind, interface, owner, source, reason, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+        """
+    /// The ids only grow (the newest row is never deleted), so everything at or below the newest id minus the
+    /// limit is older than the newest `limit` events.
+    static let trimEvents = "DELETE FROM events WHERE id <= ?1"
+    static let countEvents = "SELECT count(*) FROM events"
+    static let selectNewestEvents = """
+        SELECT id, time, kind, interface, owner, source, reason, detail FROM events ORDER BY id DESC LIMIT ?1
+        """
+    static let selectEventsAfter = """
+        SELECT id, time, kind, interface, owner, source, reason, detail FROM events WHERE id > ?1 ORDER BY id LIMIT ?2
+        """
+}

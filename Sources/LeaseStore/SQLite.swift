@@ -1,0 +1,218 @@
+import CSQLite
+
+/// One SQLite connection with its cache of prepared statements.
+///
+/// Not thread-safe: `LeaseStore` only touches it while holding its mutex. The connection is opened with
+/// `SQLITE_OPEN_NOMUTEX` for the same reason.
+final class Connection {
+    let path: String
+    private var handle: OpaquePointer?
+    /// Prepared statements by SQL text, finalized on close.
+    private var statements: [String: Statement] = [:]
+
+    init(path: String) throws(LeaseStoreError) {
+        self.path = path
+        var db: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let result = sqlite3_open_v2(path, &db, flags, nil)
+        guard result == SQLITE_OK, let db else {
+            // SQLite allocates a handle even when opening fails; it carries the message and must be closed.
+            let reason = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(result))
+            sqlite3_close(db)
+            throw LeaseStoreError(.cannotOpen, operation: "open", path: path, sqliteResultCode: result, reason: reason)
+        }
+        // Fails only for a null handle, which `db` is not.
+        sqlite3_extended_result_codes(db, 1)
+        handle = db
+    }
+
+    deinit { close() }
+
+    var isOpen: Bool { handle != nil }
+
+    /// Finalizes every cached statement and closes the connection; harmless when already closed.
+    func close() {
+        for statement in statements.values { sqlite3_finalize(statement.handle) }
+        statements = [:]
+        if let handle {
+            // With every statement finalized, close_v2 closes at once; it always returns SQLITE_OK.
+            sqlite3_close_v2(handle)
+            self.handle = nil
+        }
+    }
+
+    private func database(_ operation: @autoclosure () -> String) throws(LeaseStoreError) -> OpaquePointer {
+        guard let handle else {
+            throw LeaseStoreError(.closed, operation: operation(), path: path, reason: "the store was closed")
+        }
+        return handle
+    }
+
+    /// An error carrying SQLite's current message for this connection.
+    func error(_ kind: LeaseStoreError.Kind, _ result: Int32, _ operation: String) -> LeaseStoreError {
+        let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(result))
+        return LeaseStoreError(kind, operation: operation, path: path, sqliteResultCode: result, reason: message)
+    }
+
+    func setBusyTimeout(milliseconds: Int32) throws(LeaseStoreError) {
+        let result = sqlite3_busy_timeout(try database("set busy timeout"), milliseconds)
+        guard result == SQLITE_OK else { throw error(.sqlite, result, "set busy timeout") }
+    }
+
+    /// Runs SQL that returns no rows the caller needs (pragmas that set, DDL, transaction control).
+    func execute(_ sql: String) throws(LeaseStoreError) {
+        let db = try database("execute \(sql)")
+        let result = sqlite3_exec(db, sql, nil, nil, nil)
+        guard result == SQLITE_OK else { throw error(.sqlite, result, "execute \(sql)") }
+    }
+
+    /// The cached prepared statement for `sql`, prepared on first use. Reset it after use (`Statement.reset()`).
+    func prepared(_ sql: String) throws(LeaseStoreError) -> Statement {
+        if let statement = statements[sql] { return statement }
+        let db = try database("prepare \(sql)")
+        var handle: OpaquePointer?
+        let result = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &handle, nil)
+        guard result == SQLITE_OK, let handle else { throw error(.sqlite, result, "prepare \(sql)") }
+        let statement = Statement(handle: handle, connection: self, sql: sql)
+        statements[sql] = statement
+        return statement
+    }
+
+    /// Reads one integer (a pragma or an aggregate).
+    func integer(_ sql: String) throws(LeaseStoreError) -> Int64 {
+        let statement = try prepared(sql)
+        defer { statement.reset() }
+        guard try statement.step() else {
+            throw LeaseStoreError(.sqlite, operation: "step \(sql)", path: path, reason: "expected a row, found none")
+        }
+        return statement.int64(0)
+    }
+
+    /// Reads one text value (`PRAGMA journal_mode=WAL` answers the mode now in force).
+    func text(_ sql: String) throws(LeaseStoreError) -> String? {
+        let statement = try prepared(sql)
+        defer { statement.reset() }
+        guard try statement.step() else { return nil }
+        return statement.text(0)
+    }
+
+    var lastInsertedRowID: Int64 {
+        handle.map { sqlite3_last_insert_rowid($0) } ?? 0
+    }
+
+    /// Runs `body` inside `BEGIN IMMEDIATE` ... `COMMIT`; rolls back when `body` or the commit fails.
+    ///
+    /// `IMMEDIATE` takes the write lock at the start, so a transaction never fails half-way because another
+    /// connection started writing first; the busy timeout covers the wait.
+    func transaction<R>(_ body: () throws(LeaseStoreError) -> R) throws(LeaseStoreError) -> R {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            rollback()
+            throw error
+        }
+    }
+
+    /// Rolls back the open transaction, if any. A failure here leaves nothing to do: SQLite has already rolled
+    /// back when it reports that no transaction is active.
+    private func rollback() {
+        guard let handle, sqlite3_get_autocommit(handle) == 0 else { return }
+        sqlite3_exec(handle, "ROLLBACK", nil, nil, nil)
+    }
+}
+
+/// A prepared statement owned by a `Connection`'s cache.
+///
+/// Text and blob values are bound with `SQLITE_TRANSIENT`: SQLite copies them during the bind call, because the
+/// Swift buffers they come from are only valid inside `withUnsafeBytes`-style closures, not until the step.
+struct Statement {
+    let handle: OpaquePointer
+    unowned let connection: Connection
+    let sql: String
+
+    private func check(_ result: Int32, _ what: @autoclosure () -> String) throws(LeaseStoreError) {
+        guard result == SQLITE_OK else { throw connection.error(.sqlite, result, "\(what()) in \(sql)") }
+    }
+
+    func bind(_ index: Int32, _ value: Int64) throws(LeaseStoreError) {
+        try check(sqlite3_bind_int64(handle, index, value), "bind parameter \(index)")
+    }
+
+    func bind(_ index: Int32, text value: String?) throws(LeaseStoreError) {
+        guard var value else {
+            try check(sqlite3_bind_null(handle, index), "bind parameter \(index)")
+            return
+        }
+        let result = value.withUTF8 { utf8 in
+            sqlite3_bind_text(handle, index, utf8.baseAddress, Int32(utf8.count), csqlite_transient())
+        }
+        try check(result, "bind parameter \(index)")
+    }
+
+    func bind(_ index: Int32, blob value: [UInt8]?) throws(LeaseStoreError) {
+        guard let value else {
+            try check(sqlite3_bind_null(handle, index), "bind parameter \(index)")
+            return
+        }
+        // An empty buffer may have no base address, and a null pointer would bind SQL NULL: bind an empty blob.
+        guard !value.isEmpty else {
+            try check(sqlite3_bind_zeroblob(handle, index, 0), "bind parameter \(index)")
+            return
+        }
+        let result = value.withUnsafeBytes { bytes in
+            sqlite3_bind_blob(handle, index, bytes.baseAddress, Int32(bytes.count), csqlite_transient())
+        }
+        try check(result, "bind parameter \(index)")
+    }
+
+    /// Steps once: true when a row is available, false when the statement is done.
+    func step() throws(LeaseStoreError) -> Bool {
+        let result = sqlite3_step(handle)
+        switch result {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default: throw connection.error(.sqlite, result, "step \(sql)")
+        }
+    }
+
+    /// Steps a statement that returns no rows.
+    func run() throws(LeaseStoreError) {
+        if try step() {
+            throw LeaseStoreError(
+                .sqlite, operation: "step \(sql)", path: connection.path, reason: "expected no rows, found one")
+        }
+    }
+
+    /// Makes the statement ready for its next use and releases the bound copies. The result code of `reset`
+    /// repeats the last step's error, which `step()` has already reported, so it is not checked here.
+    func reset() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+
+    func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+
+    func text(_ column: Int32) -> String? {
+        guard let pointer = sqlite3_column_text(handle, column) else { return nil }
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return String(decoding: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
+    }
+
+    /// The column as bytes, valid until the next step or reset; nil for SQL NULL, empty for an empty blob.
+    func withBlob<R, E: Error>(_ column: Int32, _ body: (UnsafeRawBufferPointer?) throws(E) -> R) throws(E) -> R {
+        guard !isNull(column) else { return try body(nil) }
+        let pointer = sqlite3_column_blob(handle, column)
+        let count = Int(sqlite3_column_bytes(handle, column))
+        guard let pointer, count > 0 else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        return try body(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+
+    func blob(_ column: Int32) -> [UInt8]? {
+        withBlob(column) { bytes in bytes.map { Array($0) } }
+    }
+}

@@ -1,0 +1,48 @@
+/// How loud a log line is. The shell maps it to its logger.
+public struct LogLevel: Hashable, Sendable, Comparable, CustomStringConvertible {
+    private let rank: Int
+    private let name: String
+
+    public static let debug = LogLevel(rank: 0, name: "debug")
+    public static let info = LogLevel(rank: 1, name: "info")
+    public static let notice = LogLevel(rank: 2, name: "notice")
+    public static let warning = LogLevel(rank: 3, name: "warning")
+    public static let error = LogLevel(rank: 4, name: "error")
+
+    public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rank < rhs.rank }
+    public var description: String { name }
+}
+
+/// A reply to a registration: sent from the address and port the request was sent to, on its interface.
+public struct RegistrationReply: Hashable, Sendable {
+    public var interface: InterfaceName
+    public var bytes: [UInt8]
+    public var destination: Endpoint
+    /// The IPv6 scope of a link-local destination (the interface index), 0 otherwise.
+    public var destinationScopeID: UInt32
+    public var source: Endpoint
+
+    public init(
+        interface: InterfaceName, bytes: [UInt8], destination: Endpoint, destinationScopeID: UInt32, source: Endpoint
+    ) {
+        self.interface = interface
+        self.bytes = bytes
+        self.destination = destination
+        self.destinationScopeID = destinationScopeID
+        self.source = source
+    }
+}
+
+/// What the core asks its shell to do. Actions come in the order they must be carried out: a reply always comes
+/// after the store changes it depends on, and the shell must commit those before it sends the reply.
+public enum Action: Hashable, Sendable {
+    /// Make the lease store mirror a change.
+    case store(StoreChange)
+    /// Send a registration reply.
+    case reply(RegistrationReply)
+    /// Write a log line.
+    case log(LogLevel, String)
+    /// An owner's lease ran out and its records were dropped. Waking it and saying goodbye belong to the shell
+    /// once those exist.
+    case leaseExpired(Owner)
+}

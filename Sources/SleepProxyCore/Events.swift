@@ -1,0 +1,134 @@
+public import NetworkAddresses
+
+/// Why a registration datagram was refused. Refusals are silent on the wire (Macs ignore RCODE and would sleep
+/// believing they are proxied), so the reason lives in the log and the event history.
+public struct RefusalReason: Hashable, Sendable, CustomStringConvertible {
+    private enum Code: String, Hashable, Sendable {
+        case malformed
+        case notAnUpdate = "not-an-update"
+        case noOwner = "no-owner"
+        case noLease = "no-lease"
+        case zeroLease = "zero-lease"
+        case ownerVersion = "owner-version"
+        case zeroPrimaryMAC = "zero-primary-mac"
+        case sourceOffLink = "source-off-link"
+        case ownerRecordLimit = "owner-record-limit"
+        case totalRecordLimit = "total-record-limit"
+        case nameHijack = "name-hijack"
+        case unknownInterface = "unknown-interface"
+    }
+    private let code: Code
+
+    /// The message does not decode.
+    public static let malformed = RefusalReason(code: .malformed)
+    /// The message decodes but is not a DNS UPDATE request.
+    public static let notAnUpdate = RefusalReason(code: .notAnUpdate)
+    /// No OPT record carries an OWNER option.
+    public static let noOwner = RefusalReason(code: .noOwner)
+    /// No OPT record carries an Update Lease option together with OWNER.
+    public static let noLease = RefusalReason(code: .noLease)
+    /// The requested lease is 0 (not a deregistration: Apple has none).
+    public static let zeroLease = RefusalReason(code: .zeroLease)
+    /// OWNER version other than 0.
+    public static let ownerVersion = RefusalReason(code: .ownerVersion)
+    /// OWNER primary MAC all zero (Apple checks its first four bytes).
+    public static let zeroPrimaryMAC = RefusalReason(code: .zeroPrimaryMAC)
+    /// The source address is not on the receiving interface's link.
+    public static let sourceOffLink = RefusalReason(code: .sourceOffLink)
+    /// The owner would hold more records than the per-owner limit.
+    public static let ownerRecordLimit = RefusalReason(code: .ownerRecordLimit)
+    /// The proxy would hold more records than the total limit.
+    public static let totalRecordLimit = RefusalReason(code: .totalRecordLimit)
+    /// A unique name is held for a different owner.
+    public static let nameHijack = RefusalReason(code: .nameHijack)
+    /// The datagram arrived on an interface the proxy does not serve.
+    public static let unknownInterface = RefusalReason(code: .unknownInterface)
+
+    /// Every reason, for documentation and tests.
+    public static let all: [RefusalReason] = [
+        .malformed, .notAnUpdate, .noOwner, .noLease, .zeroLease, .ownerVersion, .zeroPrimaryMAC, .sourceOffLink,
+        .ownerRecordLimit, .totalRecordLimit, .nameHijack, .unknownInterface,
+    ]
+
+    /// A stable identifier (`no-owner`), used in the event history and logs.
+    public var identifier: String { code.rawValue }
+
+    public init?(identifier: String) {
+        guard let code = Code(rawValue: identifier) else { return nil }
+        self.code = code
+    }
+
+    private init(code: Code) { self.code = code }
+
+    public var description: String { identifier }
+}
+
+/// Something that happened to a held host, kept in the event history.
+public struct Event: Hashable, Sendable {
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        private enum Code: String, Hashable, Sendable {
+            case registered, renewed, replaced, refused, expired, released
+        }
+        private let code: Code
+
+        /// A host not held before registered.
+        public static let registered = Kind(code: .registered)
+        /// A held host sent another datagram with the same sequence number (more records, a retransmission or a
+        /// renewal).
+        public static let renewed = Kind(code: .renewed)
+        /// A held host registered with a new sequence number; its older records were replaced.
+        public static let replaced = Kind(code: .replaced)
+        /// A registration was refused (silently on the wire).
+        public static let refused = Kind(code: .refused)
+        /// A host's lease ran out.
+        public static let expired = Kind(code: .expired)
+        /// A host was let go (it came back, or the administrator forgot it).
+        public static let released = Kind(code: .released)
+
+        public var identifier: String { code.rawValue }
+
+        public init?(identifier: String) {
+            guard let code = Code(rawValue: identifier) else { return nil }
+            self.code = code
+        }
+
+        private init(code: Code) { self.code = code }
+
+        public var description: String { identifier }
+    }
+
+    public var time: UnixTime
+    public var kind: Kind
+    public var interface: InterfaceName
+    /// The OWNER primary MAC, when known.
+    public var owner: MACAddress?
+    /// Where the datagram came from, for registrations and refusals.
+    public var source: Endpoint?
+    /// The refusal reason, for `refused`.
+    public var reason: RefusalReason?
+    /// A human explanation: what was registered, or what exactly was wrong.
+    public var detail: String
+
+    public init(
+        time: UnixTime, kind: Kind, interface: InterfaceName, owner: MACAddress? = nil, source: Endpoint? = nil,
+        reason: RefusalReason? = nil, detail: String
+    ) {
+        self.time = time
+        self.kind = kind
+        self.interface = interface
+        self.owner = owner
+        self.source = source
+        self.reason = reason
+        self.detail = detail
+    }
+}
+
+/// A change the lease store must make so that it mirrors the core.
+public enum StoreChange: Hashable, Sendable {
+    /// Insert or replace an owner with all its records.
+    case saveOwner(Owner)
+    /// Forget an owner and its records.
+    case removeOwner(OwnerKey)
+    /// Append to the event history.
+    case appendEvent(Event)
+}

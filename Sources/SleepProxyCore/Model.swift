@@ -1,0 +1,131 @@
+public import DNSWire
+public import NetworkAddresses
+
+/// The name of a network interface the proxy serves (`eth0`). Everything the proxy holds is keyed by interface.
+public struct InterfaceName: RawRepresentable, Hashable, Sendable, Comparable, CustomStringConvertible,
+    ExpressibleByStringLiteral
+{
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { rawValue = value }
+    public static func < (lhs: InterfaceName, rhs: InterfaceName) -> Bool { lhs.rawValue < rhs.rawValue }
+    public var description: String { rawValue }
+}
+
+/// An address and port (a UDP source or destination).
+public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
+    public var address: IPAddress
+    public var port: UInt16
+
+    public init(address: IPAddress, port: UInt16) {
+        self.address = address
+        self.port = port
+    }
+
+    public var description: String {
+        switch address {
+        case .v4: "\(address):\(port)"
+        case .v6: "[\(address)]:\(port)"
+        }
+    }
+}
+
+/// A sleeping host as the proxy knows it: the interface its registration arrived on and its OWNER primary MAC.
+/// Never the source address: another sleep proxy may hand a host's records over.
+public struct OwnerKey: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var interface: InterfaceName
+    public var primaryMAC: MACAddress
+
+    public init(interface: InterfaceName, primaryMAC: MACAddress) {
+        self.interface = interface
+        self.primaryMAC = primaryMAC
+    }
+
+    public static func < (lhs: OwnerKey, rhs: OwnerKey) -> Bool {
+        (lhs.interface, lhs.primaryMAC) < (rhs.interface, rhs.primaryMAC)
+    }
+
+    public var description: String { "\(primaryMAC)%\(interface)" }
+}
+
+/// One record held for a sleeping host, exactly as it registered it.
+public struct HeldRecord: Hashable, Sendable {
+    /// The record as received. Its `cacheFlush` bit is the client's "unique" flag.
+    public var record: DNSRecord
+    /// The registration sequence number that brought this record.
+    public var sequence: UInt8
+    public var registeredAt: UnixTime
+    public var expiresAt: UnixTime
+
+    public init(record: DNSRecord, sequence: UInt8, registeredAt: UnixTime, expiresAt: UnixTime) {
+        self.record = record
+        self.sequence = sequence
+        self.registeredAt = registeredAt
+        self.expiresAt = expiresAt
+    }
+
+    /// Unique records (cache-flush set in the registration) are the ones the client defends as its own.
+    public var isUnique: Bool { record.cacheFlush }
+
+    /// The address this record makes the proxy claim, when it is a reverse-mapping PTR.
+    public var proxiedAddress: IPAddress? { ReverseMapping.address(of: record) }
+
+    /// Same name (ignoring ASCII case), type, class and RDATA: the registration replaces such a record.
+    public func isIdentical(to other: DNSRecord) -> Bool {
+        Self.identical(record, other)
+    }
+
+    /// RDATA equality with names inside it compared ignoring case, as DNS does.
+    static func sameRData(_ a: RData, _ b: RData) -> Bool {
+        switch (a, b) {
+        case (.ptr(let x), .ptr(let y)): x.caseInsensitiveEquals(y)
+        case (.srv(let x), .srv(let y)):
+            x.priority == y.priority && x.weight == y.weight && x.port == y.port
+                && x.target.caseInsensitiveEquals(y.target)
+        case (.nsec(let x), .nsec(let y)): x.bitmap == y.bitmap && x.nextName.caseInsensitiveEquals(y.nextName)
+        default: a == b
+        }
+    }
+}
+
+/// Everything held for one sleeping host on one interface.
+public struct Owner: Hashable, Sendable {
+    public var key: OwnerKey
+    /// The MAC to wake (the OWNER wake MAC, or the primary MAC when none was sent).
+    public var wakeMAC: MACAddress
+    /// The SecureOn password (4 or 6 bytes), if the client sent one.
+    public var password: [UInt8]?
+    /// The sequence number of the current registration.
+    public var sequence: UInt8
+    /// When the current sequence number was first registered.
+    public var registeredAt: UnixTime
+    /// When a datagram of this owner was last accepted.
+    public var updatedAt: UnixTime
+    /// The source of the last accepted datagram (the host itself, or a proxy handing it over).
+    public var lastSource: Endpoint?
+    public var records: [HeldRecord]
+
+    public init(
+        key: OwnerKey, wakeMAC: MACAddress, password: [UInt8]? = nil, sequence: UInt8, registeredAt: UnixTime,
+        updatedAt: UnixTime, lastSource: Endpoint? = nil, records: [HeldRecord]
+    ) {
+        self.key = key
+        self.wakeMAC = wakeMAC
+        self.password = password
+        self.sequence = sequence
+        self.registeredAt = registeredAt
+        self.updatedAt = updatedAt
+        self.lastSource = lastSource
+        self.records = records
+    }
+
+    /// The earliest record expiry: the lease of the owner as a whole ends when any of its records does.
+    public var expiresAt: UnixTime? { records.map(\.expiresAt).min() }
+
+    /// The addresses to take over, from the reverse-mapping PTRs (never from A or AAAA records).
+    public var proxiedAddresses: [IPAddress] {
+        var seen = Set<IPAddress>()
+        return records.compactMap(\.proxiedAddress).filter { seen.insert($0).inserted }
+    }
+}

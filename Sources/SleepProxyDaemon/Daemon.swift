@@ -1,0 +1,296 @@
+import CNetSupport
+import Dispatch
+import LeaseStore
+public import Logging
+import NetworkAddresses
+public import SleepProxyCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// How the daemon is set up: from the command line now, from the config file later.
+public struct DaemonConfiguration: Sendable {
+    /// The registration port: any fixed UDP port works (clients learn it from the SRV record). 5354 sits next to
+    /// mDNS and is registered to nothing a home network runs.
+    public static let defaultRegistrationPort: UInt16 = 5354
+
+    public var interface: String
+    public var stateDirectory: String
+    public var registrationPort: UInt16
+    public var core: CoreConfiguration
+    /// Newest events kept in the history.
+    public var eventHistoryLimit: Int
+    /// How many datagrams one commit may cover (group commit); replies wait for that commit.
+    public var maximumBatch: Int
+
+    public init(
+        interface: String, stateDirectory: String, registrationPort: UInt16 = Self.defaultRegistrationPort,
+        core: CoreConfiguration = CoreConfiguration(), eventHistoryLimit: Int = 10_000, maximumBatch: Int = 256
+    ) {
+        self.interface = interface
+        self.stateDirectory = stateDirectory
+        self.registrationPort = registrationPort
+        self.core = core
+        self.eventHistoryLimit = eventHistoryLimit
+        self.maximumBatch = maximumBatch
+    }
+}
+
+/// A failure that stops the daemon from starting, with what to do about it.
+public struct DaemonError: Error, CustomStringConvertible {
+    public let description: String
+}
+
+/// The daemon: the sockets, the lease store and the timers around one `SleepProxyCore`.
+///
+/// Everything runs on one serial queue, which owns the core, the store and the sockets. Datagrams that arrive
+/// together are handled as one batch: the core decides, the store commits every change of the batch in one
+/// transaction, and only then do the replies go out.
+public final class Daemon: @unchecked Sendable {
+    private let configuration: DaemonConfiguration
+    private let logger: Logger
+    private let queue = DispatchQueue(label: "sleepproxyd.core")
+    private var core: SleepProxyCore
+    private let store: LeaseStore
+    private let interfaceName: InterfaceName
+    private var interfaceIndex: UInt32
+    private var sockets: [DatagramSocket] = []
+    private var sources: [any DispatchSourceProtocol] = []
+    private var expiryTimer: (any DispatchSourceTimer)?
+    private var stopped = false
+    private let finished = DispatchSemaphore(value: 0)
+
+    /// Opens the lease store, restores what it held, and opens the registration sockets.
+    public init(configuration: DaemonConfiguration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        interfaceName = InterfaceName(configuration.interface)
+
+        let interface: NetworkInterface
+        do {
+            interface = try NetworkInterface.named(configuration.interface)
+        } catch {
+            throw DaemonError(description: "interface \(configuration.interface): \(error)")
+        }
+        interfaceIndex = interface.index
+        core = SleepProxyCore(configuration: configuration.core)
+        core.setLink(try Self.link(of: interface))
+
+        do {
+            store = try LeaseStore(
+                directory: configuration.stateDirectory,
+                configuration: LeaseStore.Configuration(eventHistoryLimit: configuration.eventHistoryLimit))
+        } catch {
+            throw DaemonError(description: "lease store: \(error)")
+        }
+        let loaded = try store.loadOwners()
+        for problem in loaded.problems {
+            logger.error("lease store: \(problem)")
+        }
+        let restored = core.restore(loaded.owners, now: Self.now())
+        try perform(restored)
+
+        for family in [DatagramSocket.Family.ipv4, .ipv6] {
+            do {
+                sockets.append(
+                    try DatagramSocket(
+                        family: family, interface: configuration.interface, port: configuration.registrationPort))
+            } catch {
+                throw DaemonError(description: "registration socket: \(error)")
+            }
+        }
+        logger.info(
+            "sleepproxyd \(SleepProxyVersion.string) on \(configuration.interface) (index \(interfaceIndex)), registrations on UDP port \(configuration.registrationPort), state in \(configuration.stateDirectory)"
+        )
+    }
+
+    /// The `Link` the core needs: the interface's MAC and on-link prefixes.
+    static func link(of interface: NetworkInterface) throws -> Link {
+        guard let macBytes = interface.macAddress, let mac = MACAddress(bytes: macBytes) else {
+            throw DaemonError(description: "interface \(interface.name) has no Ethernet address")
+        }
+        let prefixes = (interface.ipv4Addresses + interface.ipv6Addresses).compactMap { address in
+            IPAddress(bytes: address.bytes).map { Link.Prefix(address: $0, length: address.prefixLength) }
+        }
+        return Link(name: InterfaceName(interface.name), macAddress: mac, prefixes: prefixes)
+    }
+
+    /// The wall clock, as the core reasons in it.
+    public static func now() -> UnixTime {
+        UnixTime(nanoseconds: sp_wall_clock_ns())
+    }
+
+    /// Runs until SIGTERM, SIGINT or `requestStop()`. Leases stay in the store for the next start.
+    public func run() {
+        queue.sync {
+            for socket in sockets {
+                let source = DispatchSource.makeReadSource(fileDescriptor: socket.fileDescriptor, queue: queue)
+                source.setEventHandler { [unowned self] in self.drain(socket) }
+                source.activate()
+                sources.append(source)
+            }
+            for signalNumber in [SIGTERM, SIGINT] {
+                signal(signalNumber, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
+                source.setEventHandler { [unowned self] in
+                    logger.notice("received signal \(signalNumber), stopping; leases are kept")
+                    self.stop()
+                }
+                source.activate()
+                sources.append(source)
+            }
+            // Interface addresses change (DHCP, SLAAC): refresh what is on-link now and then.
+            let refresh = DispatchSource.makeTimerSource(queue: queue)
+            refresh.schedule(deadline: .now() + .seconds(10), repeating: .seconds(10))
+            refresh.setEventHandler { [unowned self] in self.refreshLink() }
+            refresh.activate()
+            sources.append(refresh)
+            scheduleExpiry()
+        }
+        finished.wait()
+    }
+
+    /// Stops a running daemon from any thread; `run()` returns once the sockets and the store are closed.
+    public func requestStop() {
+        queue.async { [self] in
+            logger.notice("stopping; leases are kept")
+            stop()
+        }
+    }
+
+    private func stop() {
+        guard !stopped else { return }
+        stopped = true
+        for source in sources { source.cancel() }
+        expiryTimer?.cancel()
+        for socket in sockets { socket.close() }
+        store.close()
+        finished.signal()
+    }
+
+    /// What the daemon holds now, for status output and tests.
+    public var heldOwners: [Owner] {
+        queue.sync { Array(core.owners.values) }
+    }
+
+    private func refreshLink() {
+        guard let interface = try? NetworkInterface.named(configuration.interface),
+            let link = try? Self.link(of: interface)
+        else {
+            logger.warning("interface \(configuration.interface) is gone; registrations wait for it")
+            return
+        }
+        interfaceIndex = interface.index
+        core.setLink(link)
+    }
+
+    /// Reads every pending datagram (up to a batch), then commits once and replies.
+    private func drain(_ socket: DatagramSocket) {
+        var actions: [Action] = []
+        for _ in 0..<configuration.maximumBatch {
+            let datagram: ReceivedDatagram?
+            do {
+                datagram = try socket.receive()
+            } catch {
+                logger.error("registration socket: \(error)")
+                break
+            }
+            guard let datagram else { break }
+            guard !datagram.truncated else {
+                logger.warning("dropped a registration from \(datagram.source): larger than 65,535 bytes")
+                continue
+            }
+            let input = RegistrationDatagram(
+                interface: interfaceName, source: datagram.source, sourceScopeID: datagram.sourceScopeID,
+                destination: Endpoint(address: datagram.destination, port: datagram.destinationPort),
+                bytes: datagram.bytes)
+            actions += core.handleRegistration(input, now: Self.now())
+        }
+        do {
+            try perform(actions)
+        } catch {
+            logger.error("\(error)")
+        }
+        scheduleExpiry()
+    }
+
+    private func expire() {
+        do {
+            try perform(core.tick(now: Self.now()))
+        } catch {
+            logger.error("\(error)")
+        }
+        scheduleExpiry()
+    }
+
+    private func scheduleExpiry() {
+        expiryTimer?.cancel()
+        expiryTimer = nil
+        guard !stopped, let deadline = core.nextDeadline else { return }
+        let delay = max(0, deadline.nanoseconds - Self.now().nanoseconds)
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now() + .nanoseconds(Int(min(delay, Int64(Int32.max) * 1_000_000))))
+        timer.setEventHandler { [unowned self] in self.expire() }
+        timer.activate()
+        expiryTimer = timer
+    }
+
+    /// Carries out actions in order: first every store change, in one transaction, then the rest. A reply is
+    /// never sent before the changes it acknowledges are committed; if the commit fails, no reply goes out and
+    /// the client's retransmission gets another chance.
+    private func perform(_ actions: [Action]) throws {
+        let changes = actions.compactMap { if case .store(let change) = $0 { change } else { nil } }
+        var committed = true
+        if !changes.isEmpty {
+            do {
+                try store.apply(changes)
+            } catch {
+                committed = false
+                logger.error("lease store: commit of \(changes.count) changes failed, replies withheld: \(error)")
+            }
+        }
+        for action in actions {
+            switch action {
+            case .store:
+                break
+            case .reply(let reply):
+                guard committed else { continue }
+                send(reply)
+            case .log(let level, let text):
+                logger.log(level: Self.level(level), "\(text)")
+            case .leaseExpired(let owner):
+                logger.notice("lease of \(owner.key) ended; waking it comes with address take-over")
+            }
+        }
+    }
+
+    private func send(_ reply: RegistrationReply) {
+        let family = Self.family(of: reply.destination.address)
+        guard let socket = sockets.first(where: { $0.family == family }) else { return }
+        do {
+            try socket.send(
+                reply.bytes, to: reply.destination, scopeID: reply.destinationScopeID, from: reply.source.address,
+                interfaceIndex: interfaceIndex)
+        } catch {
+            logger.warning("reply to \(reply.destination): \(error)")
+        }
+    }
+
+    static func family(of address: IPAddress) -> DatagramSocket.Family {
+        switch address {
+        case .v4: .ipv4
+        case .v6: .ipv6
+        }
+    }
+
+    static func level(_ level: LogLevel) -> Logger.Level {
+        switch level {
+        case .debug: .debug
+        case .info: .info
+        case .notice: .notice
+        case .warning: .warning
+        default: .error
+        }
+    }
+}

@@ -1,0 +1,169 @@
+import DNSWire
+import FixtureSupport
+import Foundation
+import NetworkAddresses
+import SleepProxyCore
+import Testing
+
+enum Fixture {
+    static func url(_ name: String) -> URL {
+        guard let url = Bundle.module.url(forResource: name, withExtension: nil, subdirectory: "Fixtures") else {
+            fatalError("fixture \(name) is missing from the test bundle")
+        }
+        return url
+    }
+
+    /// The OS X 10.9 registration (source A or B of the fixture).
+    static func macRegistration(_ source: String = "A") throws -> MacRegistrationText {
+        try MacRegistrationText(
+            text: String(contentsOf: url("pub-mac-sps-registration-osx10.9.txt"), encoding: .utf8), source: source)
+    }
+
+    /// The third-party client's registration from the lab capture: the UDP payload sent to port 3535.
+    static func thirdPartyRegistration() throws -> [UInt8] {
+        let pcap = try PcapFile(contentsOf: url("spc-registration-answered.pcap"))
+        for record in pcap.records {
+            let frame = record.bytes
+            guard frame.count > 42, frame[12] == 0x08, frame[13] == 0x00, frame[23] == 17 else { continue }
+            let udp = 14 + Int(frame[14] & 0x0F) * 4
+            let destinationPort = UInt16(frame[udp + 2]) << 8 | UInt16(frame[udp + 3])
+            if destinationPort == 3535 { return Array(frame[(udp + 8)...]) }
+        }
+        throw MacRegistrationText.ParseError(description: "no registration in the capture")
+    }
+}
+
+/// A core on one interface, `eth0`, with a test clock, and the helpers scenario tests read actions with.
+struct Harness {
+    static let interface: InterfaceName = "eth0"
+    static let proxyMAC = MACAddress(0x02, 0x77, 0, 0, 0, 1)
+    static let proxyIPv4 = IPAddress.v4(IPv4Address(10, 77, 0, 1))
+    static let registrationPort: UInt16 = 5354
+    static let proxy = Endpoint(address: proxyIPv4, port: registrationPort)
+    static let sleeper = Endpoint(address: .v4(IPv4Address(10, 77, 0, 2)), port: 49_152)
+    /// Another sleep proxy on the same link, handing records over.
+    static let otherProxy = Endpoint(address: .v4(IPv4Address(10, 77, 0, 9)), port: 61_000)
+
+    var core: SleepProxyCore
+    var now = UnixTime(seconds: 1_800_000_000)
+    /// Every action returned so far, in order.
+    var log: [Action] = []
+
+    init(configuration: CoreConfiguration = CoreConfiguration(), extraPrefixes: [Link.Prefix] = []) {
+        core = SleepProxyCore(configuration: configuration)
+        core.setLink(
+            Link(
+                name: Self.interface, macAddress: Self.proxyMAC,
+                prefixes: [
+                    Link.Prefix(address: Self.proxyIPv4, length: 24),
+                    Link.Prefix(address: .v6(IPv6Address("fd77::1")!), length: 64),
+                ] + extraPrefixes))
+    }
+
+    mutating func advance(_ duration: Duration) {
+        now = now + duration
+    }
+
+    @discardableResult
+    mutating func register(
+        _ bytes: [UInt8], from source: Endpoint = Harness.sleeper, to destination: Endpoint = Harness.proxy,
+        interface: InterfaceName = Harness.interface
+    ) -> [Action] {
+        let actions = core.handleRegistration(
+            RegistrationDatagram(interface: interface, source: source, destination: destination, bytes: bytes),
+            now: now)
+        log += actions
+        checkInvariants()
+        return actions
+    }
+
+    @discardableResult
+    mutating func tick() -> [Action] {
+        let actions = core.tick(now: now)
+        log += actions
+        checkInvariants()
+        return actions
+    }
+
+    /// Invariants that hold after every step.
+    func checkInvariants() {
+        #expect(core.recordCount == core.owners.values.reduce(0) { $0 + $1.records.count })
+        for (key, owner) in core.owners {
+            #expect(owner.key == key)
+            #expect(!owner.records.isEmpty, "an owner without records is held: \(key)")
+            #expect(owner.records.allSatisfy { $0.sequence == owner.sequence })
+        }
+    }
+
+    func owner(_ mac: MACAddress) -> Owner? {
+        core.owners[OwnerKey(interface: Self.interface, primaryMAC: mac)]
+    }
+}
+
+extension [Action] {
+    var replies: [RegistrationReply] {
+        compactMap { if case .reply(let reply) = $0 { reply } else { nil } }
+    }
+
+    var storeChanges: [StoreChange] {
+        compactMap { if case .store(let change) = $0 { change } else { nil } }
+    }
+
+    var events: [Event] {
+        storeChanges.compactMap { if case .appendEvent(let event) = $0 { event } else { nil } }
+    }
+
+    var savedOwners: [Owner] {
+        storeChanges.compactMap { if case .saveOwner(let owner) = $0 { owner } else { nil } }
+    }
+
+    var logLines: [(LogLevel, String)] {
+        compactMap { if case .log(let level, let text) = $0 { (level, text) } else { nil } }
+    }
+}
+
+/// Builds registration datagrams for scenarios.
+enum Update {
+    static let mac = MACAddress(0xD4, 0x9A, 0x20, 0xDE, 0x9D, 0x38)
+
+    static func owner(sequence: UInt8 = 21, mac: MACAddress = Update.mac, wake: MACAddress? = nil) -> OwnerOption {
+        OwnerOption(sequence: sequence, primaryMAC: mac, wakeMAC: wake)
+    }
+
+    static func opt(owner: OwnerOption?, lease: UpdateLease? = UpdateLease(lease: 7200)) -> DNSRecord {
+        var options: [EDNSOption] = []
+        if let lease { options.append(.updateLease(lease)) }
+        if let owner { options.append(.owner(owner)) }
+        return .opt(EDNSHeader(udpPayloadSize: 1440, flags: 0x1194), options: options)
+    }
+
+    static func bytes(
+        id: UInt16 = 0x4B2E, records: [DNSRecord], opts: [DNSRecord], zone: Bool = false,
+        flags: DNSFlags = DNSFlags(response: false, opcode: .update)
+    ) -> [UInt8] {
+        let message = DNSMessage(
+            id: id, flags: flags, questions: zone ? [DNSQuestion(name: .root, type: .soa)] : [],
+            authorities: records, additionals: opts)
+        return try! message.encoded(compression: .exceptSRVTargets)
+    }
+
+    static func bytes(
+        id: UInt16 = 0x4B2E, records: [DNSRecord], owner: OwnerOption = Update.owner(),
+        lease: UpdateLease? = UpdateLease(lease: 7200)
+    ) -> [UInt8] {
+        bytes(id: id, records: records, opts: [opt(owner: owner, lease: lease)])
+    }
+
+    /// A small host: address records, their reverse mappings and one ssh service.
+    static func host(_ name: String, ipv4: IPv4Address, unique: Bool = true) -> [DNSRecord] {
+        let host = try! DNSName(labels: [name, "local"])
+        let instance = try! DNSName(labels: [name, "_ssh", "_tcp", "local"])
+        return [
+            DNSRecord(name: host, ttl: 120, cacheFlush: unique, rdata: .a(ipv4)),
+            DNSRecord(name: ReverseMapping.name(of: .v4(ipv4)), ttl: 120, cacheFlush: unique, rdata: .ptr(host)),
+            DNSRecord(name: instance, ttl: 120, cacheFlush: unique, rdata: .srv(SRVData(port: 22, target: host))),
+            DNSRecord(name: instance, ttl: 4500, cacheFlush: unique, rdata: .txt(try! TXTData([""]))),
+            DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
+        ]
+    }
+}
