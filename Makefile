@@ -1,6 +1,6 @@
 # sleepproxy: one entry point for building, running and testing.
 #
-#   sudo make run     install what is missing, build and run the daemon
+#   sudo make run     install what is missing, build, run the daemon on the default route's interface
 #   sudo make test    formatter lint, warning-free build, every test (lab tests need root), short fuzz runs
 #   make bench        benchmarks (release build), printing `figure: value` lines
 #   make fuzz         long fuzz runs (FUZZ_SECONDS each, default 3600)
@@ -8,6 +8,9 @@
 SWIFT ?= swift
 FUZZ_SECONDS ?= 3600
 SHORT_FUZZ_SECONDS ?= 60
+# The interface of the default route, and a state directory inside the checkout.
+INTERFACE ?= $(shell ip -o route show default 2>/dev/null | awk '{print $$5; exit}')
+STATE_DIR ?= $(CURDIR)/.state
 
 .PHONY: all deps build lint format test unit-test fuzz-short fuzz bench run clean
 
@@ -42,7 +45,8 @@ bench: deps
 
 run: deps
 	$(SWIFT) build -c release --product sleepproxyd
-	.build/release/sleepproxyd
+	@test -n "$(INTERFACE)" || { echo "make run: no default route; name the interface: make run INTERFACE=eth0"; exit 1; }
+	.build/release/sleepproxyd --interface $(INTERFACE) --state-dir $(STATE_DIR)
 
 clean:
-	rm -rf .build
+	rm -rf .build .state

@@ -5,12 +5,13 @@ set -euo pipefail
 
 packages=(
     libpcap-dev      # the CPcap target (libpcap + pkg-config file)
+    libsqlite3-dev   # the CSQLite target: the lease store
     pkgconf          # resolves libpcap for SwiftPM
     iproute2         # `ip`: the test lab's namespaces, veths and bridge
     iputils-arping   # lab tests: ARP from a namespace
     iputils-ping     # lab tests: reachability
     netcat-openbsd   # lab tests: TCP SYNs
-    python3          # fuzz corpus seeding
+    python3          # fuzz corpus seeding; UDP clients in lab tests
 )
 
 missing=()
