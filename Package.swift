@@ -109,7 +109,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SleepProxyCoreTests",
-            dependencies: ["SleepProxyCore", "DNSWire", "NetworkAddresses", "FixtureSupport"],
+            dependencies: ["SleepProxyCore", "DNSWire", "Frames", "NetworkAddresses", "FixtureSupport"],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),

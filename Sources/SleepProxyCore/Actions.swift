@@ -40,6 +40,8 @@ public enum Action: Hashable, Sendable {
     case store(StoreChange)
     /// Send a registration reply.
     case reply(RegistrationReply)
+    /// Send an mDNS message.
+    case sendMDNS(MDNSTransmission)
     /// Write a log line.
     case log(LogLevel, String)
     /// An owner's lease ran out and its records were dropped. Waking it and saying goodbye belong to the shell

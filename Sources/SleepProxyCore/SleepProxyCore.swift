@@ -13,6 +13,13 @@ public struct SleepProxyCore: Sendable {
     public private(set) var recordCount = 0
     /// Unique names (see `HeldRecord.claimsUniqueName`) to the owner holding them, per interface.
     private var uniqueNames: [UniqueName: OwnerKey] = [:]
+    /// Every held name (folded to lower case) to the owners holding records with it, for answering queries.
+    var heldNames: [UniqueName: [OwnerKey]] = [:]
+    /// Multicast responses and announcements waiting for their time (random delays, the second announcement).
+    var pendingResponses: [PendingResponse] = []
+    /// When each record was last multicast, per interface and family, for the once-a-second limit.
+    var lastMulticast: [MulticastKey: UnixTime] = [:]
+    var random: CoreRandom
     /// Each owner's lease expiry (its earliest record expiry), and the same ordered by time.
     private var expiries: [OwnerKey: UnixTime] = [:]
     private var expiryQueue = ExpiryQueue()
@@ -21,14 +28,16 @@ public struct SleepProxyCore: Sendable {
     private var refusalLog = (windowStart: UnixTime(nanoseconds: 0), logged: 0, suppressed: 0)
     static let refusalLogLimit = 100
 
-    private struct UniqueName: Hashable, Sendable {
+    struct UniqueName: Hashable, Sendable {
         var interface: InterfaceName
         /// The name folded to lower case.
         var name: DNSName
     }
 
-    public init(configuration: CoreConfiguration = CoreConfiguration()) {
+    /// `seed` makes the random answer delays repeatable; the shell passes a random one.
+    public init(configuration: CoreConfiguration = CoreConfiguration(), seed: UInt64 = 0x5EED) {
         self.configuration = configuration
+        random = CoreRandom(seed: seed)
     }
 
     // MARK: Links
@@ -141,11 +150,13 @@ public struct SleepProxyCore: Sendable {
         var records = (existing?.records ?? []).filter { $0.sequence == sequence }
         let replacedCount = (existing?.records.count ?? 0) - records.count
         var added = 0
+        var newRecords: [DNSRecord] = []
         for record in registration.records {
             if let index = records.firstIndex(where: { $0.isIdentical(to: record) }) {
                 records.remove(at: index)
             } else {
                 added += 1
+                newRecords.append(record)
             }
             records.append(HeldRecord(record: record, sequence: sequence, registeredAt: now, expiresAt: expiry))
         }
@@ -184,6 +195,10 @@ public struct SleepProxyCore: Sendable {
             lastSource: datagram.source, records: records)
         if existing != nil { remove(key) }
         insert(owner)
+        // Take-over: announce what is new, twice about a second apart (PROTOCOL.md section 3.1). A retransmission
+        // announces nothing again.
+        scheduleAnnouncement(
+            of: existing?.sequence == sequence ? newRecords : records.map(\.record), on: link, now: now)
 
         let kind: Event.Kind = existing == nil ? .registered : (existing!.sequence == sequence ? .renewed : .replaced)
         var detail =
@@ -219,18 +234,30 @@ public struct SleepProxyCore: Sendable {
 
     // MARK: Expiry
 
+    /// The earliest lease expiry of all owners, if any.
+    public var nextLeaseExpiry: UnixTime? {
+        expiryQueue.first?.time
+    }
+
     /// The next time `tick` has work to do, if any. (Stale queue entries are dropped after every change, so the
     /// first entry is always a live owner's expiry.)
     public var nextDeadline: UnixTime? {
-        expiryQueue.first?.time
+        let expiry = expiryQueue.first?.time
+        let response = pendingResponses.map(\.due).min()
+        switch (expiry, response) {
+        case (let a?, let b?): return min(a, b)
+        case (let a?, nil): return a
+        case (nil, let b?): return b
+        case (nil, nil): return nil
+        }
     }
 
     /// Ends the leases that have run out by `now`.
     public mutating func tick(now: UnixTime) -> [Action] {
-        expire(now: now)
+        expire(now: now) + sendDueResponses(now: now)
     }
 
-    private mutating func expire(now: UnixTime) -> [Action] {
+    mutating func expire(now: UnixTime) -> [Action] {
         var actions: [Action] = []
         var expired: [Owner] = []
         while true {
@@ -254,9 +281,14 @@ public struct SleepProxyCore: Sendable {
 
     // MARK: Bookkeeping
 
-    private mutating func insert(_ owner: Owner) {
+    mutating func insert(_ owner: Owner) {
         owners[owner.key] = owner
         recordCount += owner.records.count
+        for name in Set(
+            owner.records.map { UniqueName(interface: owner.key.interface, name: $0.record.name.lowercased()) })
+        {
+            heldNames[name, default: []].append(owner.key)
+        }
         if let expiry = owner.expiresAt {
             expiries[owner.key] = expiry
             expiryQueue.push(owner.key, at: expiry)
@@ -269,9 +301,13 @@ public struct SleepProxyCore: Sendable {
         }
     }
 
-    private mutating func remove(_ key: OwnerKey) {
+    mutating func remove(_ key: OwnerKey) {
         guard let owner = owners.removeValue(forKey: key) else { return }
         recordCount -= owner.records.count
+        for name in Set(owner.records.map { UniqueName(interface: key.interface, name: $0.record.name.lowercased()) }) {
+            heldNames[name]?.removeAll { $0 == key }
+            if heldNames[name]?.isEmpty == true { heldNames[name] = nil }
+        }
         expiries[key] = nil
         expiryQueue.dropStale { expiries[$0] }
         for held in owner.records where HeldRecord.claimsUniqueName(held.record) {

@@ -259,10 +259,17 @@ public final class Daemon: @unchecked Sendable {
                 send(reply)
             case .log(let level, let text):
                 logger.log(level: Self.level(level), "\(text)")
+            case .sendMDNS(let transmission):
+                sendMDNS(transmission)
             case .leaseExpired(let owner):
                 logger.notice("lease of \(owner.key) ended; waking it comes with address take-over")
             }
         }
+    }
+
+    /// mDNS output belongs to the responder's sockets, which the next part of the daemon opens.
+    private func sendMDNS(_ transmission: MDNSTransmission) {
+        logger.debug("mDNS to \(transmission.destination): \(transmission.bytes.count) bytes (no responder socket yet)")
     }
 
     private func send(_ reply: RegistrationReply) {

@@ -41,6 +41,8 @@ struct Harness {
     static let registrationPort: UInt16 = 5354
     static let proxy = Endpoint(address: proxyIPv4, port: registrationPort)
     static let sleeper = Endpoint(address: .v4(IPv4Address(10, 77, 0, 2)), port: 49_152)
+    /// A querier on the link.
+    static let waker = Endpoint(address: .v4(IPv4Address(10, 77, 0, 3)), port: 5353)
     /// Another sleep proxy on the same link, handing records over.
     static let otherProxy = Endpoint(address: .v4(IPv4Address(10, 77, 0, 9)), port: 61_000)
 
@@ -74,6 +76,33 @@ struct Harness {
             now: now)
         log += actions
         checkInvariants()
+        return actions
+    }
+
+    /// An mDNS packet from `source` (the waker by default) to the IPv4 group.
+    @discardableResult
+    mutating func mdns(
+        _ bytes: [UInt8], from source: Endpoint = Harness.waker, to destination: IPAddress = .v4(.mdnsGroup),
+        mac: MACAddress? = nil
+    ) -> [Action] {
+        let actions = core.handleMDNS(
+            MDNSPacket(
+                interface: Self.interface, source: source, destination: destination, sourceMAC: mac, bytes: bytes),
+            now: now)
+        log += actions
+        checkInvariants()
+        return actions
+    }
+
+    /// Moves the clock to `time` step by step through every deadline on the way, collecting what is sent.
+    @discardableResult
+    mutating func run(until time: UnixTime) -> [Action] {
+        var actions: [Action] = []
+        while let deadline = core.nextDeadline, deadline <= time {
+            now = max(now, deadline)
+            actions += tick()
+        }
+        now = time
         return actions
     }
 
@@ -117,8 +146,36 @@ extension [Action] {
         storeChanges.compactMap { if case .saveOwner(let owner) = $0 { owner } else { nil } }
     }
 
+    var transmissions: [MDNSTransmission] {
+        compactMap { if case .sendMDNS(let transmission) = $0 { transmission } else { nil } }
+    }
+
+    /// The messages sent, decoded.
+    var sentMessages: [DNSMessage] {
+        transmissions.compactMap { try? DNSMessage(decoding: $0.bytes) }
+    }
+
     var logLines: [(LogLevel, String)] {
         compactMap { if case .log(let level, let text) = $0 { (level, text) } else { nil } }
+    }
+}
+
+/// Builds mDNS queries.
+enum Query {
+    static func bytes(
+        id: UInt16 = 0, _ questions: [DNSQuestion], knownAnswers: [DNSRecord] = [], truncated: Bool = false,
+        authorities: [DNSRecord] = [], additionals: [DNSRecord] = []
+    ) -> [UInt8] {
+        var flags = DNSFlags(response: false, opcode: .query)
+        flags.truncated = truncated
+        return try! DNSMessage(
+            id: id, flags: flags, questions: questions, answers: knownAnswers, authorities: authorities,
+            additionals: additionals
+        ).encoded()
+    }
+
+    static func bytes(id: UInt16 = 0, _ name: DNSName, _ type: DNSType, unicast: Bool = false) -> [UInt8] {
+        bytes(id: id, [DNSQuestion(name: name, type: type, unicastResponse: unicast)])
     }
 }
 

@@ -8,18 +8,18 @@ struct LeaseTests {
     @Test func expiryDropsTheOwnerAndAsksForTheExpiryWork() throws {
         var harness = Harness()
         harness.register(Update.bytes(records: Update.host("a", ipv4: IPv4Address(10, 77, 0, 2))))
-        let deadline = try #require(harness.core.nextDeadline)
+        let deadline = try #require(harness.core.nextLeaseExpiry)
         #expect(deadline == harness.now + .seconds(7200))
 
         harness.advance(.seconds(7199))
-        #expect(harness.tick().isEmpty)
+        #expect(harness.tick().events.isEmpty)
         #expect(harness.core.owners.count == 1)
 
         harness.advance(.seconds(1))
         let actions = harness.tick()
         #expect(harness.core.owners.isEmpty)
         #expect(harness.core.recordCount == 0)
-        #expect(harness.core.nextDeadline == nil)
+        #expect(harness.core.nextLeaseExpiry == nil)
         #expect(actions.storeChanges.first == .removeOwner(OwnerKey(interface: "eth0", primaryMAC: Update.mac)))
         #expect(actions.events.map(\.kind) == [.expired])
         let expired = actions.compactMap { if case .leaseExpired(let owner) = $0 { owner } else { nil } }
@@ -35,7 +35,7 @@ struct LeaseTests {
         harness.register(Update.bytes(records: Array(records[0..<2]), lease: UpdateLease(lease: 100)))
         harness.advance(.seconds(50))
         harness.register(Update.bytes(records: Array(records[2...]), lease: UpdateLease(lease: 7200)))
-        #expect(harness.core.nextDeadline == harness.now + .seconds(50))
+        #expect(harness.core.nextLeaseExpiry == harness.now + .seconds(50))
     }
 
     @Test func restoreDropsExpiredOwnersAndClampsFarExpiries() throws {
@@ -116,7 +116,7 @@ struct LeaseTests {
         for _ in 0..<14 {
             harness.register(Update.bytes(records: records, owner: Update.owner(sequence: sequence)))
             harness.advance(.seconds(6480))
-            #expect(harness.tick().isEmpty)
+            #expect(harness.tick().events.isEmpty)
             sequence &+= 1
         }
         #expect(harness.log.events.filter { $0.kind == .replaced }.count == 13)

@@ -41,7 +41,7 @@ struct RegistrationTests {
             ])
         #expect(actions.events.map(\.kind) == [.registered])
         #expect(actions.events.first?.detail.contains("22 held") == true)
-        #expect(harness.core.nextDeadline == harness.now + .seconds(7200))
+        #expect(harness.core.nextLeaseExpiry == harness.now + .seconds(7200))
     }
 
     /// A third-party client (awein SleepProxyClient): zone count 1 (`. SOA`), no cache-flush bits, sequence 0,
@@ -154,7 +154,7 @@ struct RegistrationTests {
             Update.bytes(records: Update.host("a", ipv4: IPv4Address(10, 77, 0, 2)), lease: UpdateLease(lease: asked)))
         let reply = try DNSMessage(decoding: #require(actions.replies.first).bytes)
         #expect(reply.optRecords.first?.optData?.updateLease == UpdateLease(lease: granted))
-        #expect(harness.core.nextDeadline == harness.now + .seconds(Int64(granted)))
+        #expect(harness.core.nextLeaseExpiry == harness.now + .seconds(Int64(granted)))
     }
 
     @Test func theMaximumLeaseNeverExceedsTheCeiling() {
@@ -185,7 +185,7 @@ struct RegistrationTests {
             Update.bytes(records: Update.host("a", ipv4: IPv4Address(10, 77, 0, 2)), opts: opts))
         #expect(actions.replies.count == 1)
         #expect(harness.owner(Update.mac)?.sequence == 5)
-        #expect(harness.core.nextDeadline == harness.now + .seconds(7200))
+        #expect(harness.core.nextLeaseExpiry == harness.now + .seconds(7200))
     }
 
     /// Newer macOS may register OPT-typed records with a real name; they are skipped, never a failure.

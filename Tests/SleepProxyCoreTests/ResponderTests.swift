@@ -1,0 +1,171 @@
+import DNSWire
+import NetworkAddresses
+import SleepProxyCore
+import Testing
+
+/// Answering for held records, RFC 6762 style, with the clock injected.
+@Suite("mDNS responder")
+struct ResponderTests {
+    static let ipv4 = IPv4Address(10, 77, 0, 2)
+    static let records = Update.host("Fanboy", ipv4: ipv4)
+    static let host: DNSName = "Fanboy.local."
+    static let instance: DNSName = "Fanboy._ssh._tcp.local."
+
+    /// A harness holding one host, with its take-over announcements already sent.
+    static func holding() -> Harness {
+        var harness = Harness()
+        harness.register(Update.bytes(records: records))
+        harness.run(until: harness.now + .seconds(5))
+        return harness
+    }
+
+    @Test func takeOverIsAnnouncedTwiceWithoutReverseMappings() throws {
+        var harness = Harness()
+        let start = harness.now
+        let immediate = harness.register(Update.bytes(records: Self.records))
+        #expect(immediate.transmissions.isEmpty)
+        var sends: [(Duration, MDNSTransmission)] = []
+        while let deadline = harness.core.nextDeadline, deadline < start + .seconds(10) {
+            harness.now = deadline
+            for transmission in harness.tick().transmissions { sends.append((harness.now - start, transmission)) }
+        }
+        // Two rounds, about a second apart, to the IPv4 and the IPv6 group.
+        #expect(sends.map(\.0) == [.milliseconds(750), .milliseconds(750), .milliseconds(1750), .milliseconds(1750)])
+        #expect(Set(sends.map(\.1.destination)) == [MulticastDNS.ipv4Group, MulticastDNS.ipv6Group])
+        let message = try DNSMessage(decoding: sends[0].1.bytes)
+        #expect(message.id == 0 && message.flags.rawValue == 0x8400)
+        // Everything but the reverse-mapping PTR, byte for byte as registered (case, TTL, cache-flush).
+        #expect(message.answers == Self.records.filter { ReverseMapping.address(of: $0) == nil })
+    }
+
+    @Test func uniqueAnswerIsImmediateWithNSECForMissingTypes() throws {
+        var harness = Self.holding()
+        let actions = harness.mdns(Query.bytes("fanboy.local.", .a))
+        let reply = try #require(actions.sentMessages.first)
+        #expect(actions.transmissions.first?.destination == MulticastDNS.ipv4Group)
+        #expect(reply.flags.rawValue == 0x8400)
+        #expect(reply.questions.isEmpty)
+        #expect(reply.answers == [Self.records[0]])
+        // The host has an A but no AAAA: the NSEC says so.
+        let nsec = try #require(reply.additionals.first { $0.type == .nsec })
+        #expect(nsec.name == Self.host && nsec.cacheFlush)
+        guard case .nsec(let data) = nsec.rdata else { return }
+        #expect(data.types == [.a])
+    }
+
+    @Test func missingTypeOfAUniqueNameGetsANegativeAnswer() throws {
+        var harness = Self.holding()
+        let reply = try #require(harness.mdns(Query.bytes(Self.host, .aaaa)).sentMessages.first)
+        #expect(reply.answers.count == 1)
+        #expect(reply.answers.first?.type == .nsec)
+        // Nothing at all for names nobody holds.
+        #expect(harness.mdns(Query.bytes("nobody.local.", .a)).transmissions.isEmpty)
+    }
+
+    @Test func browseAnswerIsDelayedAndCarriesTheAdditionalsClientsNeed() throws {
+        var harness = Self.holding()
+        let start = harness.now
+        #expect(harness.mdns(Query.bytes("_ssh._tcp.local.", .ptr)).transmissions.isEmpty)
+        let deadline = try #require(harness.core.nextDeadline)
+        #expect(deadline - start >= .milliseconds(20) && deadline - start <= .milliseconds(120))
+        let reply = try #require(harness.run(until: start + .milliseconds(200)).sentMessages.first)
+        #expect(reply.answers == [Self.records[4]])
+        #expect(Set(reply.additionals.map(\.type)) == [.srv, .txt, .a, .nsec])
+        #expect(reply.additionals.contains(Self.records[2]))
+        #expect(reply.additionals.contains(Self.records[3]))
+        #expect(reply.additionals.contains(Self.records[0]))
+    }
+
+    @Test func legacyUnicastGetsAConventionalReply() throws {
+        var harness = Self.holding()
+        let querier = Endpoint(address: .v4(IPv4Address(10, 77, 0, 3)), port: 40_000)
+        let actions = harness.mdns(
+            Query.bytes(id: 0xBEEF, "FANBOY.local.", .a), from: querier, to: Harness.proxyIPv4)
+        let transmission = try #require(actions.transmissions.first)
+        #expect(transmission.destination == querier)
+        // From the address the querier asked: a connected socket drops anything else.
+        #expect(transmission.source == Harness.proxyIPv4)
+        let reply = try DNSMessage(decoding: transmission.bytes)
+        #expect(reply.id == 0xBEEF)
+        #expect(reply.flags.rawValue == 0x8400)
+        #expect(reply.questions == [DNSQuestion(name: "FANBOY.local.", type: .a)])
+        #expect(reply.answers.count == 1)
+        #expect(reply.answers.first?.ttl == 10)
+        #expect(reply.answers.first?.cacheFlush == false)
+        #expect(reply.answers.first?.name.description == "Fanboy.local.")
+        #expect(reply.additionals.allSatisfy { $0.ttl <= 10 && !$0.cacheFlush })
+    }
+
+    @Test func unicastResponseBitIsAnsweredByUnicast() throws {
+        var harness = Self.holding()
+        let actions = harness.mdns(Query.bytes(Self.instance, .srv, unicast: true))
+        let transmission = try #require(actions.transmissions.first)
+        #expect(transmission.destination == Harness.waker)
+        let reply = try DNSMessage(decoding: transmission.bytes)
+        #expect(reply.id == 0)
+        #expect(reply.answers == [Self.records[2]])
+        #expect(reply.additionals.contains(Self.records[0]))
+    }
+
+    @Test func knownAnswersSuppressOnlyWithEnoughTTL() throws {
+        var harness = Self.holding()
+        var known = Self.records[0]
+        known.ttl = 60  // half of 120: still suppresses
+        #expect(
+            harness.mdns(Query.bytes([DNSQuestion(name: Self.host, type: .a)], knownAnswers: [known])).transmissions
+                .isEmpty)
+        known.ttl = 59
+        harness.advance(.seconds(2))
+        let actions = harness.mdns(Query.bytes([DNSQuestion(name: Self.host, type: .a)], knownAnswers: [known]))
+        #expect(actions.sentMessages.first?.answers == [Self.records[0]])
+    }
+
+    /// A truncated query's known answers may continue in the next packets; the response waits for them.
+    @Test func knownAnswersSpreadOverSeveralPackets() throws {
+        var harness = Self.holding()
+        let start = harness.now
+        let question = DNSQuestion(name: "_ssh._tcp.local.", type: .ptr)
+        harness.mdns(Query.bytes([question], truncated: true))
+        let deadline = try #require(harness.core.nextDeadline)
+        #expect(deadline - start >= .milliseconds(400) && deadline - start <= .milliseconds(500))
+        harness.advance(.milliseconds(100))
+        harness.mdns(Query.bytes([], knownAnswers: [Self.records[4]]))
+        #expect(harness.run(until: start + .seconds(1)).transmissions.isEmpty)
+    }
+
+    @Test func aRecordIsMulticastAtMostOnceASecond() throws {
+        var harness = Self.holding()
+        #expect(harness.mdns(Query.bytes(Self.host, .a)).sentMessages.count == 1)
+        harness.advance(.milliseconds(500))
+        #expect(harness.mdns(Query.bytes(Self.host, .a)).transmissions.isEmpty)
+        harness.advance(.milliseconds(500))
+        #expect(harness.mdns(Query.bytes(Self.host, .a)).sentMessages.count == 1)
+    }
+
+    @Test func reverseMappingsAreAnsweredWhenAsked() throws {
+        var harness = Self.holding()
+        let reverse = ReverseMapping.name(of: .v4(Self.ipv4))
+        let reply = try #require(harness.mdns(Query.bytes(reverse, .ptr)).sentMessages.first)
+        #expect(reply.answers == [Self.records[1]])
+    }
+
+    @Test func anyQueryGetsEveryTypeOfTheName() throws {
+        var harness = Self.holding()
+        let reply = try #require(harness.mdns(Query.bytes(Self.instance, .any)).sentMessages.first)
+        #expect(Set(reply.answers) == [Self.records[2], Self.records[3]])
+    }
+
+    @Test func ipv6QueriesAreAnsweredOnTheIPv6Group() throws {
+        var harness = Self.holding()
+        let querier = Endpoint(address: .v6(IPv6Address("fe80::77:ff:fe00:3")!), port: 5353)
+        let actions = harness.mdns(Query.bytes(Self.host, .a), from: querier, to: .v6(.mdnsGroup))
+        #expect(actions.transmissions.first?.destination == MulticastDNS.ipv6Group)
+    }
+
+    @Test func malformedPacketsAreIgnoredWithALogLine() {
+        var harness = Self.holding()
+        let actions = harness.mdns([0, 0, 0, 0, 0, 1])
+        #expect(actions.transmissions.isEmpty)
+        #expect(actions.logLines.contains { $0.0 == .debug && $0.1.contains("ignored") })
+    }
+}
