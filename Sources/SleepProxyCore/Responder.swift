@@ -40,6 +40,7 @@ extension SleepProxyCore {
         // OWNER first: a waking Mac's announcement must not look like a conflict (PROTOCOL.md section 3.1).
         actions += releaseOnOwner(message, packet, now: now)
         actions += releaseOnOwnAnnouncement(message, packet, now: now)
+        actions += checkAdvertisementConflict(message, packet, now: now)
         if !message.flags.isResponse, message.flags.opcode == .query {
             actions += answer(message, packet, link: link, now: now)
         }
@@ -181,8 +182,8 @@ extension SleepProxyCore {
 
     /// Held records on `interface` whose name matches (ignoring case) and whose type matches (or ANY).
     func lookup(_ name: DNSName, type: DNSType, interface: InterfaceName) -> [DNSRecord] {
-        guard let keys = heldNames[UniqueName(interface: interface, name: name.lowercased())] else { return [] }
-        var found: [DNSRecord] = []
+        var found = advertisementLookup(name, type: type, interface: interface)
+        guard let keys = heldNames[UniqueName(interface: interface, name: name.lowercased())] else { return found }
         for key in keys {
             guard let owner = owners[key] else { continue }
             for held in owner.records
@@ -276,13 +277,7 @@ extension SleepProxyCore {
     mutating func scheduleAnnouncement(of records: [DNSRecord], on link: Link, now: UnixTime) {
         let announced = records.filter { ReverseMapping.address(of: $0) == nil }
         guard !announced.isEmpty else { return }
-        var groups: [Endpoint] = []
-        if link.prefixes.contains(where: { if case .v4 = $0.address { true } else { false } }) {
-            groups.append(MulticastDNS.ipv4Group)
-        }
-        if link.prefixes.contains(where: { if case .v6 = $0.address { true } else { false } }) {
-            groups.append(MulticastDNS.ipv6Group)
-        }
+        let groups = Self.groups(of: link)
         // Unique records of a host are announced after three silent probe ticks of 250 ms, as Apple's proxy does.
         for offset in [Duration.milliseconds(750), .milliseconds(1750)] {
             for group in groups {

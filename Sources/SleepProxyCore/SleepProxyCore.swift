@@ -20,6 +20,8 @@ public struct SleepProxyCore: Sendable {
     /// When each record was last multicast, per interface and family, for the once-a-second limit.
     var lastMulticast: [MulticastKey: UnixTime] = [:]
     var random: CoreRandom
+    /// The proxy's own `_sleep-proxy._udp` service, per interface.
+    var advertisements: [InterfaceName: Advertisement] = [:]
     /// Each owner's lease expiry (its earliest record expiry), and the same ordered by time.
     private var expiries: [OwnerKey: UnixTime] = [:]
     private var expiryQueue = ExpiryQueue()
@@ -44,7 +46,12 @@ public struct SleepProxyCore: Sendable {
 
     /// Serves `link`, or updates what is known of it (its addresses changed).
     public mutating func setLink(_ link: Link) {
+        let changed = links[link.name] != link
         links[link.name] = link
+        if changed, var advertisement = advertisements[link.name] {
+            advertisement.buildRecords(for: link)
+            advertisements[link.name] = advertisement
+        }
     }
 
     // MARK: Restore
@@ -242,19 +249,16 @@ public struct SleepProxyCore: Sendable {
     /// The next time `tick` has work to do, if any. (Stale queue entries are dropped after every change, so the
     /// first entry is always a live owner's expiry.)
     public var nextDeadline: UnixTime? {
-        let expiry = expiryQueue.first?.time
-        let response = pendingResponses.map(\.due).min()
-        switch (expiry, response) {
-        case (let a?, let b?): return min(a, b)
-        case (let a?, nil): return a
-        case (nil, let b?): return b
-        case (nil, nil): return nil
-        }
+        [expiryQueue.first?.time, pendingResponses.map(\.due).min(), advertisementDeadline].compactMap { $0 }.min()
     }
 
     /// Ends the leases that have run out by `now`.
     public mutating func tick(now: UnixTime) -> [Action] {
-        expire(now: now) + sendDueResponses(now: now)
+        var actions = expire(now: now) + sendDueResponses(now: now)
+        for interface in advertisements.keys.sorted() {
+            actions += advance(interface, now: now)
+        }
+        return actions
     }
 
     mutating func expire(now: UnixTime) -> [Action] {
