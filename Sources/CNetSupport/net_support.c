@@ -235,6 +235,145 @@ ssize_t sp_udp_send(int fd, int family, const uint8_t *bytes, size_t length, con
     return result < 0 ? -errno : result;
 }
 
+// Older C libraries lack these; the values are the kernel's (asm-generic/socket.h, linux/in.h, linux/in6.h).
+#ifndef SO_BINDTOIFINDEX
+#define SO_BINDTOIFINDEX 62
+#endif
+#ifndef IP_MULTICAST_ALL
+#define IP_MULTICAST_ALL 49
+#endif
+#ifndef IPV6_MULTICAST_ALL
+#define IPV6_MULTICAST_ALL 29
+#endif
+
+static int mdns_fail(int fd, sp_mdns_open_step step, sp_mdns_open_step *failed_step) {
+    int error = errno;
+    if (fd >= 0) {
+        close(fd);
+    }
+    if (failed_step != NULL) {
+        *failed_step = step;
+    }
+    return -error;
+}
+
+static int set_int(int fd, int level, int name, int value) {
+    return setsockopt(fd, level, name, &value, sizeof value);
+}
+
+int sp_mdns_open(int family, uint32_t interface_index, sp_mdns_open_step *failed_step) {
+    static const uint16_t mdns_port = 5353;
+    if (failed_step != NULL) {
+        *failed_step = SP_MDNS_OPEN_STEP_NONE;
+    }
+    if (family != AF_INET && family != AF_INET6) {
+        errno = EAFNOSUPPORT;
+        return mdns_fail(-1, SP_MDNS_OPEN_STEP_ARGUMENTS, failed_step);
+    }
+    if (interface_index == 0 || interface_index > INT32_MAX) {
+        errno = ENODEV;
+        return mdns_fail(-1, SP_MDNS_OPEN_STEP_ARGUMENTS, failed_step);
+    }
+
+    int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
+    if (fd < 0) {
+        return mdns_fail(-1, SP_MDNS_OPEN_STEP_SOCKET, failed_step);
+    }
+    // avahi-daemon sets both (after its first bind attempt); either one on both sides lets the binds coexist.
+    if (set_int(fd, SOL_SOCKET, SO_REUSEADDR, 1) != 0) {
+        return mdns_fail(fd, SP_MDNS_OPEN_STEP_REUSE_ADDRESS, failed_step);
+    }
+    if (set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1) != 0) {
+        return mdns_fail(fd, SP_MDNS_OPEN_STEP_REUSE_PORT, failed_step);
+    }
+
+    if (family == AF_INET) {
+        // Without a device, a socket bound to the group also gets the group's datagrams from every other
+        // interface where anybody on the host joined it.
+        if (set_int(fd, SOL_SOCKET, SO_BINDTOIFINDEX, (int)interface_index) != 0) {
+            return mdns_fail(fd, SP_MDNS_OPEN_STEP_BIND_TO_DEVICE, failed_step);
+        }
+        struct sockaddr_in local;
+        memset(&local, 0, sizeof local);
+        local.sin_family = AF_INET;
+        local.sin_port = htons(mdns_port);
+        local.sin_addr.s_addr = htonl(0xE00000FB); // 224.0.0.251
+        if (bind(fd, (struct sockaddr *)&local, sizeof local) != 0) {
+            return mdns_fail(fd, SP_MDNS_OPEN_STEP_BIND, failed_step);
+        }
+        struct ip_mreqn request;
+        memset(&request, 0, sizeof request);
+        request.imr_multiaddr = local.sin_addr;
+        request.imr_ifindex = (int)interface_index;
+        if (setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &request, sizeof request) != 0) {
+            return mdns_fail(fd, SP_MDNS_OPEN_STEP_JOIN, failed_step);
+        }
+        struct ip_mreqn outgoing;
+        memset(&outgoing, 0, sizeof outgoing);
+        outgoing.imr_ifindex = (int)interface_index;
+        if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &outgoing, sizeof outgoing) != 0) {
+            return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_INTERFACE, failed_step);
+        }
+        if (set_int(fd, IPPROTO_IP, IP_MULTICAST_TTL, 255) != 0) {
+            return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_TTL, failed_step);
+        }
+        if (set_int(fd, IPPROTO_IP, IP_TTL, 255) != 0) {
+            return mdns_fail(fd, SP_MDNS_OPEN_STEP_UNICAST_TTL, failed_step);
+        }
+        if (set_int(fd, IPPROTO_IP, IP_MULTICAST_LOOP, 1) != 0) {
+            return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_LOOP, failed_step);
+        }
+        if (set_int(fd, IPPROTO_IP, IP_MULTICAST_ALL, 0) != 0) {
+            return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_ALL, failed_step);
+        }
+        if (set_int(fd, IPPROTO_IP, IP_PKTINFO, 1) != 0) {
+            return mdns_fail(fd, SP_MDNS_OPEN_STEP_PACKET_INFO, failed_step);
+        }
+        return fd;
+    }
+
+    if (set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1) != 0) {
+        return mdns_fail(fd, SP_MDNS_OPEN_STEP_V6_ONLY, failed_step);
+    }
+    struct sockaddr_in6 local;
+    memset(&local, 0, sizeof local);
+    local.sin6_family = AF_INET6;
+    local.sin6_port = htons(mdns_port);
+    static const uint8_t group[16] = {0xFF, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFB};
+    memcpy(&local.sin6_addr, group, sizeof group);
+    // A link-scope address needs its scope; binding to it binds the socket to that device too.
+    local.sin6_scope_id = interface_index;
+    if (bind(fd, (struct sockaddr *)&local, sizeof local) != 0) {
+        return mdns_fail(fd, SP_MDNS_OPEN_STEP_BIND, failed_step);
+    }
+    struct ipv6_mreq request;
+    memset(&request, 0, sizeof request);
+    request.ipv6mr_multiaddr = local.sin6_addr;
+    request.ipv6mr_interface = interface_index;
+    if (setsockopt(fd, IPPROTO_IPV6, IPV6_JOIN_GROUP, &request, sizeof request) != 0) {
+        return mdns_fail(fd, SP_MDNS_OPEN_STEP_JOIN, failed_step);
+    }
+    if (set_int(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, (int)interface_index) != 0) {
+        return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_INTERFACE, failed_step);
+    }
+    if (set_int(fd, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, 255) != 0) {
+        return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_TTL, failed_step);
+    }
+    if (set_int(fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, 255) != 0) {
+        return mdns_fail(fd, SP_MDNS_OPEN_STEP_UNICAST_TTL, failed_step);
+    }
+    if (set_int(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, 1) != 0) {
+        return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_LOOP, failed_step);
+    }
+    if (set_int(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL, 0) != 0) {
+        return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_ALL, failed_step);
+    }
+    if (set_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1) != 0) {
+        return mdns_fail(fd, SP_MDNS_OPEN_STEP_PACKET_INFO, failed_step);
+    }
+    return fd;
+}
+
 int64_t sp_wall_clock_ns(void) {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);

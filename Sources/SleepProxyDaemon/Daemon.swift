@@ -1,5 +1,6 @@
 import CNetSupport
 import Dispatch
+import Frames
 import LeaseStore
 public import Logging
 import NetworkAddresses
@@ -23,10 +24,15 @@ public struct DaemonConfiguration: Sendable {
     public var eventHistoryLimit: Int
     /// How many datagrams one commit may cover (group commit); replies wait for that commit.
     public var maximumBatch: Int
+    /// Answer mDNS for held hosts (sockets on the mDNS groups, a capture of UDP port 5353).
+    public var responder: Bool
+    /// How the proxy advertises itself under `_sleep-proxy._udp`; nil advertises nothing.
+    public var advertisement: AdvertisementConfiguration?
 
     public init(
         interface: String, stateDirectory: String, registrationPort: UInt16 = Self.defaultRegistrationPort,
-        core: CoreConfiguration = CoreConfiguration(), eventHistoryLimit: Int = 10_000, maximumBatch: Int = 256
+        core: CoreConfiguration = CoreConfiguration(), eventHistoryLimit: Int = 10_000, maximumBatch: Int = 256,
+        responder: Bool = true, advertisement: AdvertisementConfiguration? = nil
     ) {
         self.interface = interface
         self.stateDirectory = stateDirectory
@@ -34,6 +40,8 @@ public struct DaemonConfiguration: Sendable {
         self.core = core
         self.eventHistoryLimit = eventHistoryLimit
         self.maximumBatch = maximumBatch
+        self.responder = responder
+        self.advertisement = advertisement
     }
 }
 
@@ -56,6 +64,10 @@ public final class Daemon: @unchecked Sendable {
     private let interfaceName: InterfaceName
     private var interfaceIndex: UInt32
     private var sockets: [DatagramSocket] = []
+    private var mdnsSockets: [MulticastDNSSocket] = []
+    private var unicastHolder: UnicastPortHolder?
+    private var capture: PacketCapture?
+    private var captureTask: Task<Void, Never>?
     private var sources: [any DispatchSourceProtocol] = []
     private var expiryTimer: (any DispatchSourceTimer)?
     private var stopped = false
@@ -74,7 +86,7 @@ public final class Daemon: @unchecked Sendable {
             throw DaemonError(description: "interface \(configuration.interface): \(error)")
         }
         interfaceIndex = interface.index
-        core = SleepProxyCore(configuration: configuration.core)
+        core = SleepProxyCore(configuration: configuration.core, seed: UInt64(truncatingIfNeeded: sp_wall_clock_ns()))
         core.setLink(try Self.link(of: interface))
 
         do {
@@ -99,6 +111,9 @@ public final class Daemon: @unchecked Sendable {
             } catch {
                 throw DaemonError(description: "registration socket: \(error)")
             }
+        }
+        if configuration.responder {
+            try openResponder(interface: interface)
         }
         logger.info(
             "sleepproxyd \(SleepProxyVersion.string) on \(configuration.interface) (index \(interfaceIndex)), registrations on UDP port \(configuration.registrationPort), state in \(configuration.stateDirectory)"
@@ -140,6 +155,40 @@ public final class Daemon: @unchecked Sendable {
                 source.activate()
                 sources.append(source)
             }
+            for socket in mdnsSockets {
+                // Input comes from the capture, which also sees unicast to us and the sender's MAC; what arrives
+                // here (including our own packets looped back) is read and dropped so the buffer never fills.
+                let source = DispatchSource.makeReadSource(fileDescriptor: socket.fileDescriptor, queue: queue)
+                source.setEventHandler { while (try? socket.receive()) != nil {} }
+                source.activate()
+                sources.append(source)
+            }
+            if let holder = unicastHolder {
+                for descriptor in holder.fileDescriptors {
+                    let source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
+                    source.setEventHandler { holder.drain(descriptor) }
+                    source.activate()
+                    sources.append(source)
+                }
+            }
+            if let capture {
+                let queue = self.queue
+                captureTask = Task { [unowned self] in
+                    for await frame in capture.frames {
+                        queue.async { self.handleCaptured(frame) }
+                    }
+                }
+            }
+            if let advertisement = configuration.advertisement {
+                do {
+                    try perform(
+                        core.startAdvertising(
+                            on: interfaceName, configuration: advertisement, port: configuration.registrationPort,
+                            now: Self.now()))
+                } catch {
+                    logger.error("\(error)")
+                }
+            }
             // Interface addresses change (DHCP, SLAAC): refresh what is on-link now and then.
             let refresh = DispatchSource.makeTimerSource(queue: queue)
             refresh.schedule(deadline: .now() + .seconds(10), repeating: .seconds(10))
@@ -162,9 +211,15 @@ public final class Daemon: @unchecked Sendable {
     private func stop() {
         guard !stopped else { return }
         stopped = true
+        // Goodbyes for the advertisement go out while the sockets are still open.
+        try? perform(core.stopAdvertising(now: Self.now()))
         for source in sources { source.cancel() }
         expiryTimer?.cancel()
+        captureTask?.cancel()
+        capture?.close()
         for socket in sockets { socket.close() }
+        for socket in mdnsSockets { socket.close() }
+        unicastHolder?.close()
         store.close()
         finished.signal()
     }
@@ -267,9 +322,75 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
-    /// mDNS output belongs to the responder's sockets, which the next part of the daemon opens.
+    // MARK: mDNS
+
+    /// Opens the mDNS sockets (sending; bound to the groups so that an avahi-daemon keeps its unicast), holds
+    /// unicast port 5353 when nobody else does (so that legacy queries to our address get no ICMP error before
+    /// our answer), and captures UDP to port 5353: the capture is the input, with the sender's MAC and the
+    /// unicast that an avahi-daemon on this host would otherwise take.
+    private func openResponder(interface: NetworkInterface) throws {
+        // The unicast port first: our own group sockets share the port, which would make it look taken.
+        unicastHolder = UnicastPortHolder(port: MulticastDNS.port)
+        if let holder = unicastHolder {
+            logger.info(
+                "holding UDP port \(MulticastDNS.port) for unicast (\(holder.families)); no other mDNS stack runs here")
+        } else {
+            logger.info("another mDNS stack holds UDP port \(MulticastDNS.port); unicast to it is seen by the capture")
+        }
+        for family in [DatagramSocket.Family.ipv4, .ipv6] {
+            do {
+                mdnsSockets.append(try MulticastDNSSocket(family: family, interfaceIndex: interface.index))
+            } catch {
+                throw DaemonError(description: "mDNS socket: \(error)")
+            }
+        }
+        do {
+            let capture = try PacketCapture(
+                interface: interface.name, options: PacketCapture.Options(direction: .incoming))
+            try capture.setFilter("udp dst port \(MulticastDNS.port)")
+            self.capture = capture
+        } catch {
+            throw DaemonError(description: "mDNS capture: \(error)")
+        }
+    }
+
+    private func handleCaptured(_ captured: CapturedFrame) {
+        guard !stopped, let frame = try? EthernetFrame(parsing: captured.bytes), let udp = frame.udp,
+            udp.destinationPort == MulticastDNS.port
+        else { return }
+        let source: IPAddress
+        let destination: IPAddress
+        if let ipv4 = frame.ipv4 {
+            source = .v4(ipv4.header.source)
+            destination = .v4(ipv4.header.destination)
+        } else if let ipv6 = frame.ipv6 {
+            source = .v6(ipv6.header.source)
+            destination = .v6(ipv6.header.destination)
+        } else {
+            return
+        }
+        let scope: UInt32 = if case .v6(let address) = source, address.isLinkLocal { interfaceIndex } else { 0 }
+        let packet = MDNSPacket(
+            interface: interfaceName, source: Endpoint(address: source, port: udp.sourcePort), sourceScopeID: scope,
+            destination: destination, sourceMAC: frame.header.source, bytes: udp.payload)
+        do {
+            try perform(core.handleMDNS(packet, now: Self.now()))
+        } catch {
+            logger.error("\(error)")
+        }
+        scheduleExpiry()
+    }
+
     private func sendMDNS(_ transmission: MDNSTransmission) {
-        logger.debug("mDNS to \(transmission.destination): \(transmission.bytes.count) bytes (no responder socket yet)")
+        let family = Self.family(of: transmission.destination.address)
+        guard let socket = mdnsSockets.first(where: { $0.family == family }) else { return }
+        do {
+            try socket.send(
+                transmission.bytes, to: transmission.destination, scopeID: transmission.destinationScopeID,
+                from: transmission.source)
+        } catch {
+            logger.warning("mDNS to \(transmission.destination): \(error)")
+        }
     }
 
     private func send(_ reply: RegistrationReply) {

@@ -77,6 +77,51 @@ ssize_t sp_udp_send(int fd, int family, const uint8_t *bytes, size_t length, con
                     uint16_t destination_port, uint32_t destination_scope_id, const uint8_t *source_address,
                     uint32_t interface_index);
 
+/// The step of sp_mdns_open that failed.
+typedef enum __attribute__((enum_extensibility(closed))) sp_mdns_open_step {
+    SP_MDNS_OPEN_STEP_NONE SP_SWIFT_NAME(noFailure) = 0,
+    /// The family is neither AF_INET nor AF_INET6 (-EAFNOSUPPORT), or the interface index is 0 (-ENODEV).
+    SP_MDNS_OPEN_STEP_ARGUMENTS SP_SWIFT_NAME(arguments),
+    /// socket(2).
+    SP_MDNS_OPEN_STEP_SOCKET SP_SWIFT_NAME(socket),
+    /// setsockopt SO_REUSEADDR.
+    SP_MDNS_OPEN_STEP_REUSE_ADDRESS SP_SWIFT_NAME(reuseAddress),
+    /// setsockopt SO_REUSEPORT.
+    SP_MDNS_OPEN_STEP_REUSE_PORT SP_SWIFT_NAME(reusePort),
+    /// setsockopt IPV6_V6ONLY.
+    SP_MDNS_OPEN_STEP_V6_ONLY SP_SWIFT_NAME(v6Only),
+    /// setsockopt SO_BINDTOIFINDEX (IPv4; IPv6 binds the device through the group's scope).
+    SP_MDNS_OPEN_STEP_BIND_TO_DEVICE SP_SWIFT_NAME(bindToDevice),
+    /// bind(2) to 224.0.0.251:5353 or [ff02::fb%index]:5353.
+    SP_MDNS_OPEN_STEP_BIND SP_SWIFT_NAME(bind),
+    /// setsockopt IP_ADD_MEMBERSHIP / IPV6_JOIN_GROUP.
+    SP_MDNS_OPEN_STEP_JOIN SP_SWIFT_NAME(join),
+    /// setsockopt IP_MULTICAST_IF / IPV6_MULTICAST_IF.
+    SP_MDNS_OPEN_STEP_MULTICAST_INTERFACE SP_SWIFT_NAME(multicastInterface),
+    /// setsockopt IP_MULTICAST_TTL / IPV6_MULTICAST_HOPS.
+    SP_MDNS_OPEN_STEP_MULTICAST_TTL SP_SWIFT_NAME(multicastTTL),
+    /// setsockopt IP_TTL / IPV6_UNICAST_HOPS.
+    SP_MDNS_OPEN_STEP_UNICAST_TTL SP_SWIFT_NAME(unicastTTL),
+    /// setsockopt IP_MULTICAST_LOOP / IPV6_MULTICAST_LOOP.
+    SP_MDNS_OPEN_STEP_MULTICAST_LOOP SP_SWIFT_NAME(multicastLoop),
+    /// setsockopt IP_MULTICAST_ALL / IPV6_MULTICAST_ALL (off).
+    SP_MDNS_OPEN_STEP_MULTICAST_ALL SP_SWIFT_NAME(multicastAll),
+    /// setsockopt IP_PKTINFO / IPV6_RECVPKTINFO.
+    SP_MDNS_OPEN_STEP_PACKET_INFO SP_SWIFT_NAME(packetInfo),
+} sp_mdns_open_step;
+
+/// Opens the mDNS socket of one interface and one family (AF_INET or AF_INET6): UDP, non-blocking,
+/// close-on-exec, SO_REUSEADDR and SO_REUSEPORT (so it shares port 5353 with avahi-daemon in either start order),
+/// bound to the group and port 5353 (224.0.0.251, or ff02::fb with `interface_index` as scope, which also binds
+/// the socket to that device), joined to the group on `interface_index`, sending multicast out of that interface
+/// with TTL / hop limit 255 and looped back to local listeners, unicast with TTL / hop limit 255, receiving
+/// packet info. IPv4 binds the device with SO_BINDTOIFINDEX; both families turn IP(V6)_MULTICAST_ALL off, so only
+/// the group joined on this interface is delivered.
+///
+/// Returns the descriptor; on failure returns -errno, stores the failed step in `failed_step` and leaves nothing
+/// open.
+int sp_mdns_open(int family, uint32_t interface_index, sp_mdns_open_step *failed_step);
+
 /// Wall-clock time (CLOCK_REALTIME) in nanoseconds since the Unix epoch.
 int64_t sp_wall_clock_ns(void);
 

@@ -160,7 +160,7 @@ struct RegistrationDaemonLabTests {
             .proxy,
             [
                 try Self.daemonPath(), "--interface", "eth0", "--state-dir", state, "--registration-port",
-                String(Self.port), "--log-level", "debug",
+                String(Self.port), "--log-level", "debug", "--advertise-name", "Lab Proxy",
             ])
         let deadline = ContinuousClock.now + .seconds(10)
         while !process.stderr.contains("registrations on UDP port") {
