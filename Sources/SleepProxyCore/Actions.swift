@@ -47,4 +47,7 @@ public enum Action: Hashable, Sendable {
     /// An owner's lease ran out and its records were dropped. Waking it and saying goodbye belong to the shell
     /// once those exist.
     case leaseExpired(Owner)
+    /// A held host must be woken (for now: a persistent conflict over one of its names). Sending the magic
+    /// packets belongs to the address take-over and wake part of the daemon.
+    case wake(OwnerKey, reason: String)
 }

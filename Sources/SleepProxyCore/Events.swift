@@ -67,7 +67,7 @@ public struct RefusalReason: Hashable, Sendable, CustomStringConvertible {
 public struct Event: Hashable, Sendable {
     public struct Kind: Hashable, Sendable, CustomStringConvertible {
         private enum Code: String, Hashable, Sendable {
-            case registered, renewed, replaced, refused, expired, released
+            case registered, renewed, replaced, refused, expired, released, conflict
         }
         private let code: Code
 
@@ -84,6 +84,8 @@ public struct Event: Hashable, Sendable {
         public static let expired = Kind(code: .expired)
         /// A host was let go (it came back, or the administrator forgot it).
         public static let released = Kind(code: .released)
+        /// Another host kept claiming one of a held host's names.
+        public static let conflict = Kind(code: .conflict)
 
         public var identifier: String { code.rawValue }
 

@@ -41,6 +41,7 @@ extension SleepProxyCore {
         actions += releaseOnOwner(message, packet, now: now)
         actions += releaseOnOwnAnnouncement(message, packet, now: now)
         actions += checkAdvertisementConflict(message, packet, now: now)
+        actions += checkHeldConflicts(message, packet, now: now)
         if !message.flags.isResponse, message.flags.opcode == .query {
             actions += answer(message, packet, link: link, now: now)
         }
@@ -96,6 +97,79 @@ extension SleepProxyCore {
         return [
             .store(.removeOwner(owner.key)), .store(.appendEvent(event)),
             .log(.info, "released \(owner.key): \(detail)"),
+        ]
+    }
+
+    // MARK: Conflicts
+
+    /// How soon a second conflict must follow the first to count as persistent: about the length of the silent
+    /// re-probe (three ticks of 250 ms) that Apple's proxy puts a conflicted record through, with some slack.
+    static let conflictWindow: Duration = .seconds(2)
+
+    /// RFC 6762 section 9 for held records: another host answering a held unique name and type with other data
+    /// is a conflict. The first is defended (our record multicast at once); a second within the window means the
+    /// other host means it, and the owner is woken to sort it out (PROTOCOL.md section 3.1). A probe from another
+    /// host for a held unique name is defended by answering it, as any responder does.
+    mutating func checkHeldConflicts(_ message: DNSMessage, _ packet: MDNSPacket, now: UnixTime) -> [Action] {
+        if let mac = packet.sourceMAC, mac == links[packet.interface]?.macAddress { return [] }
+        let theirs = message.flags.isResponse ? message.answers : message.authorities
+        var actions: [Action] = []
+        var defended: [DNSRecord] = []
+        for record in theirs where record.ttl > 0 {
+            let name = UniqueName(interface: packet.interface, name: record.name.lowercased())
+            for key in heldNames[name] ?? [] {
+                guard let owner = owners[key], packet.sourceMAC != owner.wakeMAC else { continue }
+                let ours = owner.records.map(\.record).filter {
+                    $0.cacheFlush && $0.type == record.type && $0.name.caseInsensitiveEquals(record.name)
+                }
+                guard !ours.isEmpty, !ours.contains(where: { HeldRecord.identical($0, record) }) else { continue }
+                if message.flags.isResponse {
+                    if let first = conflicts[key], now - first <= Self.conflictWindow {
+                        conflicts[key] = nil
+                        let reason = "\(packet.source) keeps answering \(record.name) \(record.type) with other data"
+                        let event = Event(
+                            time: now, kind: .conflict, interface: key.interface, owner: key.primaryMAC,
+                            source: packet.source, detail: "persistent conflict: \(reason); waking the owner")
+                        actions += [
+                            .store(.appendEvent(event)), .log(.warning, "\(key): \(event.detail)"),
+                            .wake(key, reason: reason),
+                        ]
+                        continue
+                    }
+                    conflicts[key] = now
+                    actions.append(
+                        .log(
+                            .notice,
+                            "\(key): \(packet.source) answered \(record.name) \(record.type) with other data; defending"
+                        ))
+                }
+                defended += ours.filter { !defended.contains($0) }
+            }
+        }
+        guard !defended.isEmpty else { return actions }
+        let reply = DNSMessage(
+            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: defended)
+        let group = MulticastDNS.group(for: packet.source.address)
+        for bytes in Self.encode(reply, truncateIfTooLarge: false) {
+            actions.append(.sendMDNS(MDNSTransmission(interface: packet.interface, bytes: bytes, destination: group)))
+        }
+        return actions
+    }
+
+    /// Forgets an owner at the administrator's request (or after a wake that went unanswered): goodbyes (TTL 0)
+    /// for its records, so that caches drop them at once, then the records go.
+    public mutating func forget(_ key: OwnerKey, now: UnixTime, reason: String) -> [Action] {
+        guard let owner = owners[key] else { return [.log(.warning, "forget \(key): not held")] }
+        let goodbyes = owner.records.map { held in
+            var record = held.record
+            record.ttl = 0
+            return record
+        }
+        remove(key)
+        let event = Event(
+            time: now, kind: .released, interface: key.interface, owner: key.primaryMAC, detail: "forgotten: \(reason)")
+        return multicastNow(goodbyes, interface: key.interface) + [
+            .store(.removeOwner(key)), .store(.appendEvent(event)), .log(.notice, "\(key): \(event.detail)"),
         ]
     }
 

@@ -20,6 +20,9 @@ public struct SleepProxyCore: Sendable {
     /// When each record was last multicast, per interface and family, for the once-a-second limit.
     var lastMulticast: [MulticastKey: UnixTime] = [:]
     var random: CoreRandom
+    /// When another host last answered one of an owner's unique names with other data; a second conflict soon
+    /// after is persistent, and a reason to wake the owner.
+    var conflicts: [OwnerKey: UnixTime] = [:]
     /// The proxy's own `_sleep-proxy._udp` service, per interface.
     var advertisements: [InterfaceName: Advertisement] = [:]
     /// Each owner's lease expiry (its earliest record expiry), and the same ordered by time.

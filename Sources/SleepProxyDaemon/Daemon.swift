@@ -316,6 +316,8 @@ public final class Daemon: @unchecked Sendable {
                 logger.log(level: Self.level(level), "\(text)")
             case .sendMDNS(let transmission):
                 sendMDNS(transmission)
+            case .wake(let key, let reason):
+                logger.warning("\(key) should be woken (\(reason)); waking comes with address take-over")
             case .leaseExpired(let owner):
                 logger.notice("lease of \(owner.key) ended; waking it comes with address take-over")
             }
