@@ -18,6 +18,7 @@ all: build
 
 deps:
 	@scripts/install-deps.sh
+	@if [ "$$(id -u)" = 0 ]; then bash scripts/install-mdns-test-tools.sh; else echo "deps: not root: avahi and dig for the lab tests are not installed here"; fi
 
 build: deps
 	@scripts/check-build.sh

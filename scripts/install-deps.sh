@@ -12,7 +12,6 @@ packages=(
     iputils-ping     # lab tests: reachability
     netcat-openbsd   # lab tests: TCP SYNs
     python3          # fuzz corpus seeding; UDP clients in lab tests
-    dnsutils         # dig: a legacy-unicast mDNS querier in lab tests
 )
 
 missing=()

@@ -111,14 +111,24 @@ public final class Lab: Sendable {
         isolation: isolated (any Actor)? = #isolation,
         _ body: (Lab) async throws -> Result
     ) async throws -> Result {
+        // Labs run real daemons with real timeouts; too many at once on a small machine and they miss them.
+        await LabSlots.shared.acquire()
         // Building and tearing down block for a few hundred milliseconds; keep that off the cooperative pool.
-        let lab = try await offloaded { try create() }
+        let lab: Lab
+        do {
+            lab = try await offloaded { try create() }
+        } catch {
+            await LabSlots.shared.release()
+            throw error
+        }
         do {
             let result = try await body(lab)
             await offloaded { lab.teardown() }
+            await LabSlots.shared.release()
             return result
         } catch {
             await offloaded { lab.teardown() }
+            await LabSlots.shared.release()
             throw error
         }
     }

@@ -220,6 +220,15 @@ struct MulticastDNSSocketLabTests {
                     try #require(result.succeeded, "\(command): \(result)")
                 }
             }
+            // The kernel adds the IPv6 multicast route of a new link once its carrier is up, a moment after `up`;
+            // sending before then fails with "Network is unreachable".
+            for role in [Lab.Role.proxy, .waker] {
+                _ = try await eventually("the multicast route of eth1 in \(role)", within: .seconds(10)) {
+                    let routes = try await lab.run(
+                        role, ["ip", "-6", "route", "show", "table", "local", "dev", "eth1"])
+                    return routes.stdout.contains("ff00::/8") ? true : nil
+                }
+            }
 
             let standIn = try await startAvahiStandIn(lab, family: family, interfaces: "eth0,eth1")
             defer { standIn.terminate() }
@@ -381,7 +390,7 @@ private func openSocket(_ lab: Lab, _ family: DatagramSocket.Family) throws -> M
 /// The next datagram on `socket`, waiting on its descriptor with `poll` for at most `timeout`.
 private func nextDatagram(
     from socket: MulticastDNSSocket,
-    within timeout: Duration = .seconds(5)
+    within timeout: Duration = .seconds(20)
 ) async throws -> ReceivedDatagram {
     let deadline = ContinuousClock.now + timeout
     while true {
@@ -419,7 +428,7 @@ private func waitForLine<Value>(
     _ process: LabProcess,
     _ what: String,
     skip: Int = 0,
-    within timeout: Duration = .seconds(5),
+    within timeout: Duration = .seconds(20),
     _ parse: (String) -> Value?
 ) async throws -> Value {
     let deadline = ContinuousClock.now + timeout
@@ -622,7 +631,7 @@ private let connectedQuerierScript = """
     s.connect(address)
     print(s.getsockname()[1], flush=True)
     s.send(payload.encode())
-    s.settimeout(5)
+    s.settimeout(20)
     data, ancillary, flags, source = s.recvmsg(65535, 256)
     ttl = -1
     for level, kind, value in ancillary:
@@ -644,7 +653,7 @@ private let unicastListenerScript = """
         s.bind(("::", 0, 0, 0))
         s.setsockopt(socket.IPPROTO_IPV6, 51, 1)  # IPV6_RECVHOPLIMIT
     print(s.getsockname()[1], flush=True)
-    s.settimeout(5)
+    s.settimeout(20)
     data, ancillary, flags, source = s.recvmsg(65535, 256)
     ttl = -1
     for level, kind, value in ancillary:

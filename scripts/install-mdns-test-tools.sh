@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Installs the real mDNS peers the lab tests run inside network namespaces: avahi-daemon and its tools, a
+# D-Bus daemon for their private buses, and dig. Idempotent; run as root (CI does).
+#
+# Package scripts must not start daemons in the machine's own namespace: a temporary policy-rc.d that exits
+# 101 stops invoke-rc.d, and any avahi-daemon or dbus-daemon that appears anyway (a systemd unit, socket
+# activation) is stopped and disabled afterwards. Daemons that were running before are left alone.
+set -euo pipefail
+
+packages=(
+    avahi-daemon     # mDNS responder run per lab host
+    avahi-utils      # avahi-browse, avahi-resolve, avahi-publish
+    dbus-daemon      # the private system bus each lab avahi-daemon talks to its tools over
+    bind9-dnsutils   # dig: legacy-unicast queries to port 5353
+    python3          # the multicast query helper
+)
+
+missing=()
+for package in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$package")
+    fi
+done
+if ((${#missing[@]} == 0)); then
+    exit 0
+fi
+if ((EUID != 0)); then
+    echo "install-mdns-test-tools: missing Debian packages: ${missing[*]}" >&2
+    echo "install-mdns-test-tools: run as root, or: sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    exit 1
+fi
+
+daemon_pids() {
+    # The exact process names; never a pattern over command lines.
+    pgrep -x avahi-daemon || true
+    pgrep -x dbus-daemon || true
+}
+before=$(daemon_pids | sort)
+
+policy=/usr/sbin/policy-rc.d
+saved_policy=""
+if [[ -e $policy ]]; then
+    saved_policy=$(mktemp)
+    cp -p "$policy" "$saved_policy"
+fi
+restore_policy() {
+    if [[ -n $saved_policy ]]; then
+        cp -p "$saved_policy" "$policy"
+        rm -f "$saved_policy"
+    else
+        rm -f "$policy"
+    fi
+}
+trap restore_policy EXIT
+printf '#!/bin/sh\n# Installed by install-mdns-test-tools.sh while it runs: start no services.\nexit 101\n' >"$policy"
+chmod 0755 "$policy"
+
+echo "install-mdns-test-tools: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# No recommends: libnss-mdns would change name resolution of the machine itself.
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# Under systemd, the avahi units were enabled (and may be socket-activated) regardless of policy-rc.d. Only a
+# freshly installed avahi-daemon is disabled; one that was there before keeps its configuration.
+if [[ " ${missing[*]} " == *" avahi-daemon "* ]]; then
+    if [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null; then
+        systemctl disable --now avahi-daemon.service avahi-daemon.socket >/dev/null 2>&1 || true
+    fi
+    if [[ -x /etc/init.d/avahi-daemon ]] && command -v update-rc.d >/dev/null; then
+        update-rc.d avahi-daemon disable >/dev/null 2>&1 || true
+    fi
+fi
+
+# Stop, by pid, any avahi-daemon or dbus-daemon that appeared during the installation in this network namespace
+# (those of lab namespaces belong to running tests).
+own_namespace=$(readlink /proc/self/ns/net)
+after=$(daemon_pids | sort)
+for pid in $(comm -13 <(printf '%s\n' "$before") <(printf '%s\n' "$after")); do
+    [[ -n $pid ]] || continue
+    [[ $(readlink "/proc/$pid/ns/net" 2>/dev/null) == "$own_namespace" ]] || continue
+    echo "install-mdns-test-tools: stopping $(cat "/proc/$pid/comm" 2>/dev/null || echo process) $pid started by the installation"
+    kill -TERM "$pid" 2>/dev/null || true
+done
