@@ -41,7 +41,9 @@ fuzz: deps
 	Fuzz/run.sh $(FUZZ_SECONDS)
 
 bench: deps
-	$(SWIFT) build -c release --product SleepProxyBenchmarks
+	@command -v dnsperf >/dev/null || { [ "$$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsperf; } \
+		|| echo "bench: dnsperf is missing; the mdns benchmark will say so and skip"
+	$(SWIFT) build -c release --product SleepProxyBenchmarks --product sleepproxyd
 	.build/release/SleepProxyBenchmarks
 
 run: deps

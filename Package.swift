@@ -76,7 +76,7 @@ let package = Package(
         .executableTarget(
             name: "SleepProxyBenchmarks",
             dependencies: [
-                "DNSWire", "Frames", "NetworkAddresses", "SleepProxyCore", "LeaseStore", "SleepProxyDaemon",
+                "DNSWire", "Frames", "NetworkAddresses", "SleepProxyCore", "LeaseStore", "SleepProxyDaemon", "TestLab",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/SleepProxyBenchmarks",

@@ -1,7 +1,7 @@
 // Benchmarks print `figure: value` lines. Run them with `make bench` (a release build, no other load).
 //
 //   SleepProxyBenchmarks                 every benchmark
-//   SleepProxyBenchmarks decode encode   some: decode, encode, roundtrip, registrations, store
+//   SleepProxyBenchmarks decode encode   some: decode, encode, roundtrip, registrations, store, mdns
 import DNSWire
 import Foundation
 import NetworkAddresses
@@ -120,4 +120,8 @@ if wanted("registrations") {
 }
 if wanted("store") {
     try runLeaseStoreBenchmarks()
+}
+if wanted("mdns") {
+    // Needs root (a network-namespace lab), dnsperf and avahi-daemon; says so and skips otherwise.
+    try await runResponderBenchmark()
 }
