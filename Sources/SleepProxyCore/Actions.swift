@@ -1,3 +1,5 @@
+public import NetworkAddresses
+
 /// How loud a log line is. The shell maps it to its logger.
 public struct LogLevel: Hashable, Sendable, Comparable, CustomStringConvertible {
     private let rank: Int
@@ -47,7 +49,14 @@ public enum Action: Hashable, Sendable {
     /// An owner's lease ran out and its records were dropped. Waking it and saying goodbye belong to the shell
     /// once those exist.
     case leaseExpired(Owner)
-    /// A held host must be woken (for now: a persistent conflict over one of its names). Sending the magic
-    /// packets belongs to the address take-over and wake part of the daemon.
-    case wake(OwnerKey, reason: String)
+    /// Put a frame on the wire (ARP, Neighbour Discovery, magic packets), with our MAC as its source.
+    case injectFrame(InterfaceName, [UInt8])
+    /// The set of held addresses on an interface changed: the capture filter follows it.
+    case proxiedAddressesChanged(InterfaceName)
+    /// Join or leave an IPv6 multicast group (the solicited-node group of a held address).
+    case joinMulticastGroup(InterfaceName, IPv6Address)
+    case leaveMulticastGroup(InterfaceName, IPv6Address)
+    /// Point our own host's neighbour entry for a held address at the sleeping host's real MAC, or drop it.
+    case setNeighbour(InterfaceName, IPAddress, MACAddress)
+    case removeNeighbour(InterfaceName, IPAddress)
 }

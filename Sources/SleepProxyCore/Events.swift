@@ -67,7 +67,7 @@ public struct RefusalReason: Hashable, Sendable, CustomStringConvertible {
 public struct Event: Hashable, Sendable {
     public struct Kind: Hashable, Sendable, CustomStringConvertible {
         private enum Code: String, Hashable, Sendable {
-            case registered, renewed, replaced, refused, expired, released, conflict
+            case registered, renewed, replaced, refused, expired, released, conflict, takeover, wake
         }
         private let code: Code
 
@@ -86,6 +86,10 @@ public struct Event: Hashable, Sendable {
         public static let released = Kind(code: .released)
         /// Another host kept claiming one of a held host's names.
         public static let conflict = Kind(code: .conflict)
+        /// The proxy claimed a held host's address (first ARP or NA announcement).
+        public static let takeover = Kind(code: .takeover)
+        /// A held host is being woken: the detail says why (the trigger, its source, port and service).
+        public static let wake = Kind(code: .wake)
 
         public var identifier: String { code.rawValue }
 

@@ -91,10 +91,11 @@ extension SleepProxyCore {
     /// Drops an owner that is awake again: no goodbyes (the host answers for itself now), no wake.
     mutating func release(_ owner: Owner, now: UnixTime, detail: String) -> [Action] {
         guard owners[owner.key] != nil else { return [] }
+        let stopped = stopTakeovers(of: owner.key)
         remove(owner.key)
         let event = Event(
             time: now, kind: .released, interface: owner.key.interface, owner: owner.key.primaryMAC, detail: detail)
-        return [
+        return stopped + [
             .store(.removeOwner(owner.key)), .store(.appendEvent(event)),
             .log(.info, "released \(owner.key): \(detail)"),
         ]
@@ -130,10 +131,8 @@ extension SleepProxyCore {
                         let event = Event(
                             time: now, kind: .conflict, interface: key.interface, owner: key.primaryMAC,
                             source: packet.source, detail: "persistent conflict: \(reason); waking the owner")
-                        actions += [
-                            .store(.appendEvent(event)), .log(.warning, "\(key): \(event.detail)"),
-                            .wake(key, reason: reason),
-                        ]
+                        actions += [.store(.appendEvent(event)), .log(.warning, "\(key): \(event.detail)")]
+                        actions += startWake(key, now: now, reason: "name conflict: \(reason)", source: packet.source)
                         continue
                     }
                     conflicts[key] = now
@@ -165,10 +164,11 @@ extension SleepProxyCore {
             record.ttl = 0
             return record
         }
+        let stopped = stopTakeovers(of: key)
         remove(key)
         let event = Event(
             time: now, kind: .released, interface: key.interface, owner: key.primaryMAC, detail: "forgotten: \(reason)")
-        return multicastNow(goodbyes, interface: key.interface) + [
+        return multicastNow(goodbyes, interface: key.interface) + stopped + [
             .store(.removeOwner(key)), .store(.appendEvent(event)), .log(.notice, "\(key): \(event.detail)"),
         ]
     }
@@ -258,7 +258,7 @@ extension SleepProxyCore {
     func lookup(_ name: DNSName, type: DNSType, interface: InterfaceName) -> [DNSRecord] {
         var found = advertisementLookup(name, type: type, interface: interface)
         guard let keys = heldNames[UniqueName(interface: interface, name: name.lowercased())] else { return found }
-        for key in keys {
+        for key in keys where wakes[key] == nil {
             guard let owner = owners[key] else { continue }
             for held in owner.records
             where (type == .any || held.record.type == type) && held.record.name.caseInsensitiveEquals(name) {

@@ -23,6 +23,12 @@ public struct SleepProxyCore: Sendable {
     /// When another host last answered one of an owner's unique names with other data; a second conflict soon
     /// after is persistent, and a reason to wake the owner.
     var conflicts: [OwnerKey: UnixTime] = [:]
+    /// The addresses being taken over or held, per owner.
+    var takeovers: [OwnerKey: [IPAddress: AddressTakeover]] = [:]
+    /// Owners being woken.
+    var wakes: [OwnerKey: WakeSequence] = [:]
+    /// Neighbour entries set for our own host (held address to the sleeping host's MAC).
+    var neighbourEntries: Set<NeighbourKey> = []
     /// The proxy's own `_sleep-proxy._udp` service, per interface.
     var advertisements: [InterfaceName: Advertisement] = [:]
     /// Each owner's lease expiry (its earliest record expiry), and the same ordered by time.
@@ -90,6 +96,7 @@ public struct SleepProxyCore: Sendable {
                 ]
             }
             insert(owner)
+            actions += updateTakeovers(for: owner, now: now)
         }
         actions.append(.log(.info, "restore: holding \(owners.count) owners with \(recordCount) records"))
         return actions
@@ -225,10 +232,11 @@ public struct SleepProxyCore: Sendable {
             interface: datagram.interface,
             bytes: Self.reply(to: registration.message, granted: granted, keyLease: registration.lease.keyLease),
             destination: datagram.source, destinationScopeID: datagram.sourceScopeID, source: datagram.destination)
-        return .success([
-            .store(.saveOwner(owner)), .store(.appendEvent(event)),
-            .log(.info, "\(kind) \(key) from \(datagram.source): \(detail)"), .reply(reply),
-        ])
+        return .success(
+            [
+                .store(.saveOwner(owner)), .store(.appendEvent(event)),
+                .log(.info, "\(kind) \(key) from \(datagram.source): \(detail)"), .reply(reply),
+            ] + updateTakeovers(for: owner, now: now))
     }
 
     /// The reply Apple's proxy sends: same ID, flags 0xA800 (QR, UPDATE, RCODE 0), no records, and one OPT with
@@ -252,12 +260,16 @@ public struct SleepProxyCore: Sendable {
     /// The next time `tick` has work to do, if any. (Stale queue entries are dropped after every change, so the
     /// first entry is always a live owner's expiry.)
     public var nextDeadline: UnixTime? {
-        [expiryQueue.first?.time, pendingResponses.map(\.due).min(), advertisementDeadline].compactMap { $0 }.min()
+        [
+            expiryQueue.first?.time, pendingResponses.map(\.due).min(), advertisementDeadline, takeoverDeadline,
+            wakeDeadline,
+        ].compactMap { $0 }.min()
     }
 
     /// Ends the leases that have run out by `now`.
     public mutating func tick(now: UnixTime) -> [Action] {
-        var actions = expire(now: now) + sendDueResponses(now: now)
+        var actions =
+            expire(now: now) + sendDueResponses(now: now) + advanceTakeovers(now: now) + advanceWakes(now: now)
         for interface in advertisements.keys.sorted() {
             actions += advance(interface, now: now)
         }
@@ -271,17 +283,20 @@ public struct SleepProxyCore: Sendable {
             expiryQueue.dropStale { expiries[$0] }
             guard let first = expiryQueue.first, first.time <= now, let owner = owners[first.key] else { break }
             expiryQueue.popFirst()
+            // The owner stays while it is woken: its lease no longer counts.
+            expiries[first.key] = nil
             expired.append(owner)
-            remove(owner.key)
         }
         for owner in expired.sorted(by: { $0.key < $1.key }) {
             let event = Event(
                 time: now, kind: .expired, interface: owner.key.interface, owner: owner.key.primaryMAC,
-                detail: "lease ended; \(owner.records.count) records dropped")
+                detail: "lease ended; waking the host so that it registers again")
             actions += [
-                .store(.removeOwner(owner.key)), .store(.appendEvent(event)),
-                .log(.notice, "expired \(owner.key): \(event.detail)"), .leaseExpired(owner),
+                .store(.appendEvent(event)), .log(.notice, "expired \(owner.key): \(event.detail)"),
+                .leaseExpired(owner),
             ]
+            // Apple's proxy always wakes a host whose lease ends (PROTOCOL.md section 3.7).
+            actions += startWake(owner.key, now: now, reason: "lease expired")
         }
         return actions
     }

@@ -316,10 +316,20 @@ public final class Daemon: @unchecked Sendable {
                 logger.log(level: Self.level(level), "\(text)")
             case .sendMDNS(let transmission):
                 sendMDNS(transmission)
-            case .wake(let key, let reason):
-                logger.warning("\(key) should be woken (\(reason)); waking comes with address take-over")
-            case .leaseExpired(let owner):
-                logger.notice("lease of \(owner.key) ended; waking it comes with address take-over")
+            case .leaseExpired:
+                break
+            case .injectFrame(_, let bytes):
+                inject(bytes)
+            case .proxiedAddressesChanged:
+                updateCaptureFilter()
+            case .joinMulticastGroup(_, let group):
+                joinGroup(group)
+            case .leaveMulticastGroup(_, let group):
+                leaveGroup(group)
+            case .setNeighbour(_, let address, let mac):
+                setNeighbour(address, mac)
+            case .removeNeighbour(_, let address):
+                removeNeighbour(address)
             }
         }
     }
@@ -357,9 +367,11 @@ public final class Daemon: @unchecked Sendable {
     }
 
     private func handleCaptured(_ captured: CapturedFrame) {
-        guard !stopped, let frame = try? EthernetFrame(parsing: captured.bytes), let udp = frame.udp,
-            udp.destinationPort == MulticastDNS.port
-        else { return }
+        guard !stopped, let frame = try? EthernetFrame(parsing: captured.bytes) else { return }
+        guard let udp = frame.udp, udp.destinationPort == MulticastDNS.port else {
+            handleFrame(captured)
+            return
+        }
         let source: IPAddress
         let destination: IPAddress
         if let ipv4 = frame.ipv4 {
@@ -381,6 +393,67 @@ public final class Daemon: @unchecked Sendable {
             logger.error("\(error)")
         }
         scheduleExpiry()
+    }
+
+    private func handleFrame(_ captured: CapturedFrame) {
+        do {
+            try perform(
+                core.handleFrame(CapturedFrameInput(interface: interfaceName, bytes: captured.bytes), now: Self.now()))
+        } catch {
+            logger.error("\(error)")
+        }
+        scheduleExpiry()
+    }
+
+    // MARK: Take-over
+
+    private func inject(_ frame: [UInt8]) {
+        do {
+            try capture?.inject(frame)
+        } catch {
+            logger.warning("inject: \(error)")
+        }
+    }
+
+    /// The kernel filter: mDNS to us, all ARP, ICMPv6 with hop limit 255 (Neighbour Discovery), and IP to the
+    /// held addresses (a coarse filter for many addresses; the core checks each packet exactly).
+    private func updateCaptureFilter() {
+        guard let capture else { return }
+        let addresses = core.proxiedAddresses(on: interfaceName)
+        var parts = ["udp dst port \(MulticastDNS.port)", "arp", "(icmp6 and ip6[7] = 255)"]
+        if !addresses.isEmpty {
+            if addresses.count <= 64 {
+                parts += addresses.map { address in
+                    switch address {
+                    case .v4(let v4): "dst host \(v4)"
+                    case .v6(let v6): "dst host \(v6)"
+                    }
+                }
+            } else {
+                parts += ["ip", "ip6"]
+            }
+        }
+        do {
+            try capture.setFilter(parts.joined(separator: " or "))
+        } catch {
+            logger.error("capture filter: \(error)")
+        }
+    }
+
+    private func joinGroup(_ group: IPv6Address) {
+        logger.debug("join \(group) (multicast membership comes with the neighbour discovery shell)")
+    }
+
+    private func leaveGroup(_ group: IPv6Address) {
+        logger.debug("leave \(group)")
+    }
+
+    private func setNeighbour(_ address: IPAddress, _ mac: MACAddress) {
+        logger.debug("neighbour \(address) -> \(mac) (netlink comes with the neighbour shell)")
+    }
+
+    private func removeNeighbour(_ address: IPAddress) {
+        logger.debug("neighbour \(address) removed")
     }
 
     private func sendMDNS(_ transmission: MDNSTransmission) {

@@ -94,6 +94,15 @@ struct Harness {
         return actions
     }
 
+    /// A captured frame on eth0.
+    @discardableResult
+    mutating func frame(_ bytes: [UInt8]) -> [Action] {
+        let actions = core.handleFrame(CapturedFrameInput(interface: Self.interface, bytes: bytes), now: now)
+        log += actions
+        checkInvariants()
+        return actions
+    }
+
     /// Moves the clock to `time` step by step through every deadline on the way, collecting what is sent.
     @discardableResult
     mutating func run(until time: UnixTime) -> [Action] {
@@ -153,6 +162,10 @@ extension [Action] {
     /// The messages sent, decoded.
     var sentMessages: [DNSMessage] {
         transmissions.compactMap { try? DNSMessage(decoding: $0.bytes) }
+    }
+
+    var injectedFrames: [[UInt8]] {
+        compactMap { if case .injectFrame(_, let bytes) = $0 { bytes } else { nil } }
     }
 
     var logLines: [(LogLevel, String)] {

@@ -1,0 +1,173 @@
+import DNSWire
+import Frames
+import NetworkAddresses
+import SleepProxyCore
+import Testing
+
+/// Frames in and out of the address take-over, with the clock injected (PROTOCOL.md sections 3.2 and 3.3).
+@Suite("Address take-over")
+struct TakeoverTests {
+    static let sleeperMAC = MACAddress(0x02, 0x77, 0, 0, 0, 2)
+    static let wakerMAC = MACAddress(0x02, 0x77, 0, 0, 0, 3)
+    static let ipv4 = IPv4Address(10, 77, 0, 2)
+    static let ipv6 = IPv6Address("fd77::2")!
+    static let waker = IPv4Address(10, 77, 0, 3)
+
+    /// A host with an IPv4 and an IPv6 address (each with its reverse PTR) and ssh, registered at `now`.
+    static func registering() -> (Harness, [Action]) {
+        var harness = Harness()
+        var records = Update.host("sleepy", ipv4: ipv4)
+        records.append(
+            DNSRecord(
+                name: ReverseMapping.name(of: .v6(ipv6)), ttl: 120, cacheFlush: true, rdata: .ptr("sleepy.local.")))
+        let actions = harness.register(
+            Update.bytes(records: records, owner: OwnerOption(sequence: 1, primaryMAC: sleeperMAC)))
+        return (harness, actions)
+    }
+
+    static func taken() -> Harness {
+        var (harness, _) = registering()
+        harness.run(until: harness.now + .seconds(12))
+        return harness
+    }
+
+    static func arpRequest(from mac: MACAddress, sender: IPv4Address, target: IPv4Address) -> [UInt8] {
+        EthernetFrame.arp(
+            ARPPacket(
+                operation: .request, senderHardwareAddress: mac, senderProtocolAddress: sender,
+                targetHardwareAddress: .zero, targetProtocolAddress: target),
+            source: mac, destination: .broadcast
+        ).serialized()
+    }
+
+    @Test func probesThenAnnouncesOnApplesSchedule() throws {
+        var (harness, first) = Self.registering()
+        let start = harness.now
+        #expect(first.contains(.joinMulticastGroup("eth0", Self.ipv6.solicitedNodeGroup)))
+        #expect(first.contains(.proxiedAddressesChanged("eth0")))
+        #expect(Set(harness.core.proxiedAddresses(on: "eth0")) == [.v4(Self.ipv4), .v6(Self.ipv6)])
+        var sent: [(Duration, EthernetFrame)] = []
+        while let deadline = harness.core.nextDeadline, deadline <= start + .seconds(20) {
+            harness.now = deadline
+            for bytes in harness.tick().injectedFrames {
+                sent.append((harness.now - start, try EthernetFrame(parsing: bytes, verifying: .all)))
+            }
+        }
+        let arp = sent.filter { $0.1.arp != nil }
+        #expect(arp.map(\.0) == [1, 2, 3, 4, 5, 7, 11].map { Duration.seconds($0) })
+        // Probes: unicast to the wake MAC, sender address 0.0.0.0, our MAC.
+        for (_, probe) in arp.prefix(3) {
+            #expect(probe.header.destination == Self.sleeperMAC && probe.header.source == Harness.proxyMAC)
+            #expect(probe.arp?.isProbe == true && probe.arp?.targetProtocolAddress == Self.ipv4)
+        }
+        // Announcements: broadcast, sender and target the held address, our MAC.
+        for (_, announcement) in arp.suffix(4) {
+            #expect(announcement.header.destination == .broadcast)
+            #expect(announcement.arp?.isGratuitous == true)
+            #expect(announcement.arp?.senderHardwareAddress == Harness.proxyMAC)
+            #expect(announcement.arp?.senderProtocolAddress == Self.ipv4)
+        }
+        let nd = sent.filter { $0.1.icmpv6 != nil }
+        #expect(nd.map(\.0) == [1, 2, 3, 4, 5, 7, 11].map { Duration.seconds($0) })
+        let probe = try #require(nd.first?.1)
+        #expect(probe.header.destination == Self.sleeperMAC)
+        #expect(probe.ipv6?.header.source == .unspecified && probe.ipv6?.header.hopLimit == 255)
+        #expect(probe.ipv6?.header.destination == Self.ipv6.solicitedNodeGroup)
+        #expect(probe.icmpv6?.neighborSolicitation?.target == Self.ipv6)
+        #expect(probe.icmpv6?.neighborSolicitation?.sourceLinkLayerAddress == nil)
+        let advertisement = try #require(nd.last?.1)
+        #expect(advertisement.ipv6?.header.destination == .allNodes)
+        #expect(advertisement.icmpv6?.neighborAdvertisement?.flags == .override)
+        #expect(advertisement.icmpv6?.neighborAdvertisement?.targetLinkLayerAddress == Harness.proxyMAC)
+        #expect(harness.log.events.filter { $0.kind == .takeover }.count == 2)
+    }
+
+    @Test func requestsAreAnsweredOnlyAfterTheFirstAnnouncement() throws {
+        var (harness, _) = Self.registering()
+        let request = Self.arpRequest(from: Self.wakerMAC, sender: Self.waker, target: Self.ipv4)
+        harness.run(until: harness.now + .milliseconds(2500))
+        #expect(harness.frame(request).injectedFrames.isEmpty, "still probing: the blind spot")
+        harness.run(until: harness.now + .seconds(2))
+        let reply = try EthernetFrame(parsing: #require(harness.frame(request).injectedFrames.first))
+        #expect(reply.header.destination == Self.wakerMAC)
+        #expect(reply.arp?.operation == .reply)
+        #expect(reply.arp?.senderHardwareAddress == Harness.proxyMAC && reply.arp?.senderProtocolAddress == Self.ipv4)
+        #expect(reply.arp?.targetHardwareAddress == Self.wakerMAC && reply.arp?.targetProtocolAddress == Self.waker)
+    }
+
+    @Test func theHostAskingForItsOwnAddressRestartsProbing() throws {
+        var harness = Self.taken()
+        let start = harness.now
+        harness.frame(Self.arpRequest(from: Self.sleeperMAC, sender: .any, target: Self.ipv4))
+        // A restart after the announcements began waits 10 s before probing again, then probes three times.
+        func probes(_ actions: [Action]) -> Int {
+            actions.injectedFrames.compactMap { try? EthernetFrame(parsing: $0) }.filter { $0.arp?.isProbe == true }
+                .count
+        }
+        #expect(probes(harness.run(until: start + .milliseconds(9_900))) == 0)
+        #expect(probes(harness.run(until: start + .seconds(12))) == 3)
+        #expect(harness.core.owners.count == 1)
+    }
+
+    @Test func aGratuitousARPFromTheHostReleasesIt() {
+        var harness = Self.taken()
+        let actions = harness.frame(Self.arpRequest(from: Self.sleeperMAC, sender: Self.ipv4, target: Self.ipv4))
+        #expect(harness.core.owners.isEmpty)
+        #expect(actions.events.map(\.kind) == [.released])
+        #expect(actions.contains(.leaveMulticastGroup("eth0", Self.ipv6.solicitedNodeGroup)))
+        #expect(harness.core.proxiedAddresses(on: "eth0").isEmpty)
+        #expect(actions.transmissions.isEmpty)
+    }
+
+    @Test func anotherMACUsingAHeldAddressIsAConflictThatWakes() {
+        var harness = Self.taken()
+        let intruder = MACAddress(0x02, 0, 0, 0, 0, 0x66)
+        let actions = harness.frame(Self.arpRequest(from: intruder, sender: Self.ipv4, target: Self.ipv4))
+        #expect(actions.events.map(\.kind) == [.wake])
+        #expect(actions.events.first?.detail.contains("address conflict") == true)
+        #expect(harness.core.owners.count == 1)
+    }
+
+    @Test func ourOwnHostIsPointedAtTheRealNIC() {
+        var harness = Self.taken()
+        let request = Self.arpRequest(from: Harness.proxyMAC, sender: IPv4Address(10, 77, 0, 1), target: Self.ipv4)
+        let actions = harness.frame(request)
+        #expect(actions.contains(.setNeighbour("eth0", .v4(Self.ipv4), Self.sleeperMAC)))
+        #expect(actions.injectedFrames.isEmpty)
+        // Released: the entry goes.
+        let release = harness.frame(Self.arpRequest(from: Self.sleeperMAC, sender: Self.ipv4, target: Self.ipv4))
+        #expect(release.contains(.removeNeighbour("eth0", .v4(Self.ipv4))))
+    }
+
+    @Test func neighbourSolicitationsAreAnswered() throws {
+        var harness = Self.taken()
+        let wakerIPv6 = IPv6Address("fd77::3")!
+        let solicitation = EthernetFrame.neighborSolicitation(
+            for: Self.ipv6, sourceAddress: wakerIPv6, source: Self.wakerMAC,
+            destination: MACAddress(ipv6Multicast: Self.ipv6.solicitedNodeGroup)
+        ).serialized()
+        let answer = try EthernetFrame(
+            parsing: #require(harness.frame(solicitation).injectedFrames.first), verifying: .all)
+        #expect(answer.header.destination == Self.wakerMAC)
+        #expect(answer.ipv6?.header.destination == wakerIPv6)
+        #expect(answer.icmpv6?.neighborAdvertisement?.flags == [.solicited, .override])
+        #expect(answer.icmpv6?.neighborAdvertisement?.targetLinkLayerAddress == Harness.proxyMAC)
+        // A duplicate-address probe (from ::) is answered to all nodes, Override only.
+        let dad = EthernetFrame.neighborSolicitation(
+            for: Self.ipv6, sourceAddress: .unspecified, source: Self.wakerMAC,
+            destination: MACAddress(ipv6Multicast: Self.ipv6.solicitedNodeGroup)
+        ).serialized()
+        let defense = try EthernetFrame(parsing: #require(harness.frame(dad).injectedFrames.first))
+        #expect(defense.ipv6?.header.destination == .allNodes)
+        #expect(defense.icmpv6?.neighborAdvertisement?.flags == .override)
+    }
+
+    @Test func anAdvertisementFromTheHostReleasesIt() {
+        var harness = Self.taken()
+        let advertisement = EthernetFrame.neighborAdvertisement(
+            for: Self.ipv6, flags: .override, targetLinkLayerAddress: Self.sleeperMAC, sourceAddress: Self.ipv6,
+            source: Self.sleeperMAC
+        ).serialized()
+        #expect(harness.frame(advertisement).events.map(\.kind) == [.released])
+    }
+}
