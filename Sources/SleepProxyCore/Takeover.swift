@@ -230,11 +230,13 @@ extension SleepProxyCore {
             restartProbing(key, target, now: now)
             return actions
         }
-        guard takeover.answers, wakes[key] == nil else { return actions }
         if source == link.macAddress {
-            // Our own host wants to talk to the sleeper: point it at the real NIC rather than at ourselves.
+            // Our own probes and announcements come back through the capture; our host's kernel asking (with
+            // one of its addresses as the sender) wants to talk to the sleeper: point it at the real NIC.
+            guard !arp.senderProtocolAddress.isUnspecified, takeover.answers else { return actions }
             return setNeighbour(target, to: owner.wakeMAC, on: interface)
         }
+        guard takeover.answers, wakes[key] == nil else { return actions }
         actions.append(
             .injectFrame(
                 interface,
@@ -268,10 +270,11 @@ extension SleepProxyCore {
             restartProbing(key, target, now: now)
             return []
         }
-        guard takeover.answers, wakes[key] == nil else { return [] }
         if source == link.macAddress {
+            guard !ipv6.source.isUnspecified, takeover.answers else { return [] }
             return setNeighbour(target, to: owner.wakeMAC, on: interface)
         }
+        guard takeover.answers, wakes[key] == nil else { return [] }
         // RFC 4861 section 7.2.4: a unicast NA with Solicited and Override to a unicast source; to all nodes,
         // Override only, for a duplicate-address probe from `::` (defending the address).
         let frame: EthernetFrame

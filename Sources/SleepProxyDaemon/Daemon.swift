@@ -63,6 +63,7 @@ public final class Daemon: @unchecked Sendable {
     private let store: LeaseStore
     private let interfaceName: InterfaceName
     private var interfaceIndex: UInt32
+    private var linkMAC: MACAddress
     private var sockets: [DatagramSocket] = []
     private var mdnsSockets: [MulticastDNSSocket] = []
     private var unicastHolder: UnicastPortHolder?
@@ -86,8 +87,10 @@ public final class Daemon: @unchecked Sendable {
             throw DaemonError(description: "interface \(configuration.interface): \(error)")
         }
         interfaceIndex = interface.index
+        let link = try Self.link(of: interface)
+        linkMAC = link.macAddress
         core = SleepProxyCore(configuration: configuration.core, seed: UInt64(truncatingIfNeeded: sp_wall_clock_ns()))
-        core.setLink(try Self.link(of: interface))
+        core.setLink(link)
 
         do {
             store = try LeaseStore(
@@ -358,7 +361,7 @@ public final class Daemon: @unchecked Sendable {
         }
         do {
             let capture = try PacketCapture(
-                interface: interface.name, options: PacketCapture.Options(direction: .incoming))
+                interface: interface.name, options: PacketCapture.Options(direction: .both))
             try capture.setFilter("udp dst port \(MulticastDNS.port)")
             self.capture = capture
         } catch {
@@ -372,6 +375,8 @@ public final class Daemon: @unchecked Sendable {
             handleFrame(captured)
             return
         }
+        // Outgoing frames are captured too (our host asking for a held address matters); our own mDNS does not.
+        guard frame.header.source != linkMAC else { return }
         let source: IPAddress
         let destination: IPAddress
         if let ipv4 = frame.ipv4 {

@@ -139,6 +139,20 @@ struct TakeoverTests {
         #expect(release.contains(.removeNeighbour("eth0", .v4(Self.ipv4))))
     }
 
+    /// The capture also returns the proxy's own probes and announcements: they change nothing.
+    @Test func ourOwnFramesComingBackAreIgnored() throws {
+        var (harness, _) = Self.registering()
+        let start = harness.now
+        while let deadline = harness.core.nextDeadline, deadline <= start + .seconds(12) {
+            harness.now = deadline
+            for bytes in harness.tick().injectedFrames {
+                let echo = harness.frame(bytes)
+                #expect(echo.isEmpty, "our own frame caused \(echo)")
+            }
+        }
+        #expect(harness.core.owners.count == 1)
+    }
+
     @Test func neighbourSolicitationsAreAnswered() throws {
         var harness = Self.taken()
         let wakerIPv6 = IPv6Address("fd77::3")!
