@@ -25,6 +25,10 @@ public struct SleepProxyCore: Sendable {
     var conflicts: [OwnerKey: UnixTime] = [:]
     /// The addresses being taken over or held, per owner.
     var takeovers: [OwnerKey: [IPAddress: AddressTakeover]] = [:]
+    /// Held addresses to their owner, for the per-packet check.
+    var heldAddresses: [NeighbourKey: OwnerKey] = [:]
+    /// The earliest take-over step due.
+    var takeoverNext: UnixTime?
     /// Owners being woken.
     var wakes: [OwnerKey: WakeSequence] = [:]
     /// Neighbour entries set for our own host (held address to the sleeping host's MAC).

@@ -61,12 +61,17 @@ extension SleepProxyCore {
             actions += stopTakeover(of: address, interface: owner.key.interface)
         }
         for address in owner.proxiedAddresses where current[address] == nil {
+            let held = NeighbourKey(interface: owner.key.interface, address: address)
+            // An address another owner already holds stays with it (a name hijack was refused already).
+            if let other = heldAddresses[held], other != owner.key { continue }
+            heldAddresses[held] = owner.key
             current[address] = AddressTakeover(phase: .probing(sent: 0), next: now + TakeoverTiming.firstProbe)
             if case .v6(let v6) = address {
                 actions.append(.joinMulticastGroup(owner.key.interface, v6.solicitedNodeGroup))
             }
         }
         takeovers[owner.key] = current.isEmpty ? nil : current
+        refreshTakeoverDeadline()
         if !wanted.isEmpty || !actions.isEmpty { actions.append(.proxiedAddressesChanged(owner.key.interface)) }
         return actions
     }
@@ -78,12 +83,14 @@ extension SleepProxyCore {
         for address in current.keys.sorted() {
             actions += stopTakeover(of: address, interface: key.interface)
         }
+        refreshTakeoverDeadline()
         actions.append(.proxiedAddressesChanged(key.interface))
         return actions
     }
 
     private mutating func stopTakeover(of address: IPAddress, interface: InterfaceName) -> [Action] {
         var actions: [Action] = []
+        heldAddresses[NeighbourKey(interface: interface, address: address)] = nil
         if case .v6(let v6) = address { actions.append(.leaveMulticastGroup(interface, v6.solicitedNodeGroup)) }
         let key = NeighbourKey(interface: interface, address: address)
         if neighbourEntries.remove(key) != nil { actions.append(.removeNeighbour(interface, address)) }
@@ -92,16 +99,19 @@ extension SleepProxyCore {
 
     /// The addresses the proxy holds on `interface`: what the capture must watch.
     public func proxiedAddresses(on interface: InterfaceName) -> [IPAddress] {
-        takeovers.filter { $0.key.interface == interface }.flatMap(\.value.keys).sorted()
+        heldAddresses.keys.filter { $0.interface == interface }.map(\.address).sorted()
     }
 
-    /// The owner holding `address` on `interface`, if any.
+    /// The owner holding `address` on `interface`, if any: one lookup, for every captured packet.
     func holder(of address: IPAddress, on interface: InterfaceName) -> OwnerKey? {
-        takeovers.first { $0.key.interface == interface && $0.value[address] != nil }?.key
+        heldAddresses[NeighbourKey(interface: interface, address: address)]
     }
 
-    var takeoverDeadline: UnixTime? {
-        takeovers.values.flatMap { $0.values.compactMap(\.next) }.min()
+    /// The next probe or announcement, kept up to date where take-overs change, not computed per packet.
+    var takeoverDeadline: UnixTime? { takeoverNext }
+
+    mutating func refreshTakeoverDeadline() {
+        takeoverNext = takeovers.values.lazy.flatMap { $0.values.compactMap(\.next) }.min()
     }
 
     // MARK: Probes and announcements
@@ -148,6 +158,7 @@ extension SleepProxyCore {
             }
             takeovers[key] = current
         }
+        refreshTakeoverDeadline()
         return actions
     }
 
@@ -187,6 +198,7 @@ extension SleepProxyCore {
         takeover.phase = .probing(sent: 0)
         takeover.next = now + (wasAnnouncing ? TakeoverTiming.restartDelayWhileAnnouncing : TakeoverTiming.firstProbe)
         takeovers[key]?[address] = takeover
+        refreshTakeoverDeadline()
     }
 
     // MARK: Captured frames

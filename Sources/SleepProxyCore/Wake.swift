@@ -135,6 +135,20 @@ extension SleepProxyCore {
 
     var wakeDeadline: UnixTime? { wakes.values.map(\.next).min() }
 
+    /// When the proxy stops for good and is set to wake every held host (as Apple's proxy does when its service is
+    /// switched off), one round of magic packets for each, now: the shell exits right after.
+    public mutating func wakeEveryone(now: UnixTime, reason: String) -> [Action] {
+        var actions: [Action] = []
+        for key in owners.keys.sorted() {
+            guard let owner = owners[key], let link = links[key.interface] else { continue }
+            let event = Event(
+                time: now, kind: .wake, interface: key.interface, owner: key.primaryMAC, detail: reason)
+            actions += [.store(.appendEvent(event))] + wakeRound(0, owner: owner, link: link)
+        }
+        if !actions.isEmpty { actions.append(.log(.notice, "woke \(owners.count) held hosts: \(reason)")) }
+        return actions
+    }
+
     /// Sends the rounds that are due; after the last one, the goodbyes; after those, the owner goes.
     mutating func advanceWakes(now: UnixTime) -> [Action] {
         var actions: [Action] = []

@@ -28,6 +28,9 @@ public struct DaemonConfiguration: Sendable {
     public var responder: Bool
     /// How the proxy advertises itself under `_sleep-proxy._udp`; nil advertises nothing.
     public var advertisement: AdvertisementConfiguration?
+    /// On a clean stop, wake every held host (so that it can find another proxy) instead of keeping the leases
+    /// for the next start.
+    public var wakeAllOnExit: Bool = false
 
     public init(
         interface: String, stateDirectory: String, registrationPort: UInt16 = Self.defaultRegistrationPort,
@@ -68,6 +71,12 @@ public final class Daemon: @unchecked Sendable {
     private var mdnsSockets: [MulticastDNSSocket] = []
     private var unicastHolder: UnicastPortHolder?
     private var capture: PacketCapture?
+    private var neighbours: NeighbourTable?
+    private var membership: MulticastMembership?
+    /// Neighbour entries set for our own host; removed on release, and at a clean stop.
+    private var neighbourEntries: Set<IPAddress> = []
+    /// Held addresses per solicited-node group: two addresses can share a group.
+    private var groupUsers: [IPv6Address: Int] = [:]
     private var captureTask: Task<Void, Never>?
     private var sources: [any DispatchSourceProtocol] = []
     private var expiryTimer: (any DispatchSourceTimer)?
@@ -117,6 +126,7 @@ public final class Daemon: @unchecked Sendable {
         }
         if configuration.responder {
             try openResponder(interface: interface)
+            warnAboutKernelSettings(interface: interface.name)
         }
         logger.info(
             "sleepproxyd \(SleepProxyVersion.string) on \(configuration.interface) (index \(interfaceIndex)), registrations on UDP port \(configuration.registrationPort), state in \(configuration.stateDirectory)"
@@ -214,8 +224,16 @@ public final class Daemon: @unchecked Sendable {
     private func stop() {
         guard !stopped else { return }
         stopped = true
-        // Goodbyes for the advertisement go out while the sockets are still open.
+        // Goodbyes for the advertisement (and magic packets, if asked) go out while the sockets are still open.
+        if configuration.wakeAllOnExit {
+            try? perform(core.wakeEveryone(now: Self.now(), reason: "the proxy is stopping"))
+        }
         try? perform(core.stopAdvertising(now: Self.now()))
+        if let statistics = try? capture?.statistics() {
+            logger.notice(
+                "capture statistics: received \(statistics.received), dropped by the kernel \(statistics.droppedByKernel), by the interface \(statistics.droppedByInterface), by the daemon \(statistics.droppedByStream)"
+            )
+        }
         for source in sources { source.cancel() }
         expiryTimer?.cancel()
         captureTask?.cancel()
@@ -223,6 +241,9 @@ public final class Daemon: @unchecked Sendable {
         for socket in sockets { socket.close() }
         for socket in mdnsSockets { socket.close() }
         unicastHolder?.close()
+        membership?.close()
+        for address in neighbourEntries { _ = try? neighbours?.remove(address) }
+        neighbours?.close()
         store.close()
         finished.signal()
     }
@@ -360,6 +381,12 @@ public final class Daemon: @unchecked Sendable {
             }
         }
         do {
+            neighbours = try NeighbourTable(interfaceIndex: interface.index)
+            membership = try MulticastMembership(interfaceIndex: interface.index)
+        } catch {
+            throw DaemonError(description: "address take-over: \(error)")
+        }
+        do {
             let capture = try PacketCapture(
                 interface: interface.name, options: PacketCapture.Options(direction: .both))
             try capture.setFilter("udp dst port \(MulticastDNS.port)")
@@ -412,6 +439,35 @@ public final class Daemon: @unchecked Sendable {
 
     // MARK: Take-over
 
+    /// The triggering SYN must only be observed: a forwarding or redirecting kernel would answer or pass it on
+    /// (PROTOCOL.md section 6 item 8), and proxy ARP/ND would answer for the sleeper alongside the proxy.
+    private func warnAboutKernelSettings(interface name: String) {
+        let checks: [(String, String)] = [
+            ("net.ipv4.ip_forward", "/proc/sys/net/ipv4/ip_forward"),
+            ("net.ipv4.conf.\(name).forwarding", "/proc/sys/net/ipv4/conf/\(name)/forwarding"),
+            ("net.ipv4.conf.\(name).proxy_arp", "/proc/sys/net/ipv4/conf/\(name)/proxy_arp"),
+            ("net.ipv4.conf.all.send_redirects", "/proc/sys/net/ipv4/conf/all/send_redirects"),
+            ("net.ipv4.conf.\(name).send_redirects", "/proc/sys/net/ipv4/conf/\(name)/send_redirects"),
+            ("net.ipv6.conf.\(name).forwarding", "/proc/sys/net/ipv6/conf/\(name)/forwarding"),
+            ("net.ipv6.conf.\(name).proxy_ndp", "/proc/sys/net/ipv6/conf/\(name)/proxy_ndp"),
+        ]
+        for (sysctl, path) in checks {
+            guard let value = Self.readSysctl(path), value != "0" else { continue }
+            logger.warning(
+                "\(sysctl) is \(value): this host may answer or forward traffic for sleeping hosts; set \(sysctl)=0")
+        }
+    }
+
+    static func readSysctl(_ path: String) -> String? {
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[0..<count].filter { $0 > 0x20 }, as: UTF8.self)
+    }
+
     private func inject(_ frame: [UInt8]) {
         do {
             try capture?.inject(frame)
@@ -446,19 +502,45 @@ public final class Daemon: @unchecked Sendable {
     }
 
     private func joinGroup(_ group: IPv6Address) {
-        logger.debug("join \(group) (multicast membership comes with the neighbour discovery shell)")
+        groupUsers[group, default: 0] += 1
+        guard groupUsers[group] == 1 else { return }
+        do {
+            try membership?.join(group)
+        } catch {
+            logger.error("join \(group): \(error)")
+        }
     }
 
     private func leaveGroup(_ group: IPv6Address) {
-        logger.debug("leave \(group)")
+        guard let users = groupUsers[group] else { return }
+        if users > 1 {
+            groupUsers[group] = users - 1
+            return
+        }
+        groupUsers[group] = nil
+        do {
+            try membership?.leave(group)
+        } catch {
+            logger.error("leave \(group): \(error)")
+        }
     }
 
     private func setNeighbour(_ address: IPAddress, _ mac: MACAddress) {
-        logger.debug("neighbour \(address) -> \(mac) (netlink comes with the neighbour shell)")
+        do {
+            try neighbours?.set(address, mac: mac)
+            neighbourEntries.insert(address)
+        } catch {
+            logger.error("\(error)")
+        }
     }
 
     private func removeNeighbour(_ address: IPAddress) {
-        logger.debug("neighbour \(address) removed")
+        neighbourEntries.remove(address)
+        do {
+            try neighbours?.remove(address)
+        } catch {
+            logger.error("\(error)")
+        }
     }
 
     private func sendMDNS(_ transmission: MDNSTransmission) {

@@ -49,6 +49,9 @@ struct SleepProxyd: ParsableCommand {
     @Flag(name: .long, help: "Do not advertise the proxy under _sleep-proxy._udp.")
     var noAdvertise = false
 
+    @Flag(name: .long, help: "On a clean stop, wake every held host instead of keeping the leases for the next start.")
+    var wakeAllOnExit = false
+
     @Option(name: .long, help: "Log level: debug, info, notice, warning or error.")
     var logLevel: String = "info"
 
@@ -102,12 +105,13 @@ struct SleepProxyd: ParsableCommand {
     func run() throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info
         let logger = Logger(label: "sleepproxyd") { StderrLogHandler(label: $0, level: level) }
-        let configuration = DaemonConfiguration(
+        var configuration = DaemonConfiguration(
             interface: interface, stateDirectory: stateDir, registrationPort: registrationPort,
             core: CoreConfiguration(
                 maximumLease: maximumLease, maximumRecordsPerOwner: maximumRecordsPerHost,
                 maximumRecordsTotal: maximumRecords),
             advertisement: try advertisement())
+        configuration.wakeAllOnExit = wakeAllOnExit
         do {
             let daemon = try Daemon(configuration: configuration, logger: logger)
             daemon.run()

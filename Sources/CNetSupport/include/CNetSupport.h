@@ -129,4 +129,68 @@ int64_t sp_wall_clock_ns(void);
 /// returns the length written, or 0 if it did not fit.
 size_t sp_format_utc(int64_t ns, char *buffer, size_t size);
 
+// MARK: Neighbour table (rtnetlink)
+
+/// The step of sp_netlink_route_open that failed.
+typedef enum __attribute__((enum_extensibility(closed))) sp_netlink_open_step {
+    SP_NETLINK_OPEN_STEP_NONE SP_SWIFT_NAME(noFailure) = 0,
+    /// socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE).
+    SP_NETLINK_OPEN_STEP_SOCKET SP_SWIFT_NAME(socket),
+    /// setsockopt SO_RCVTIMEO.
+    SP_NETLINK_OPEN_STEP_RECEIVE_TIMEOUT SP_SWIFT_NAME(receiveTimeout),
+    /// bind(2) to a kernel-chosen port id.
+    SP_NETLINK_OPEN_STEP_BIND SP_SWIFT_NAME(bind),
+    /// getsockname(2), to learn the port id.
+    SP_NETLINK_OPEN_STEP_LOCAL_NAME SP_SWIFT_NAME(localName),
+} sp_netlink_open_step;
+
+/// Opens a NETLINK_ROUTE socket for requests: blocking with a receive timeout of `timeout_ms` milliseconds,
+/// close-on-exec, bound to a port id the kernel chooses (stored in `port_id`), in no multicast group. Extended
+/// ACKs (NETLINK_EXT_ACK, for the kernel's error text) and capped ACKs (NETLINK_CAP_ACK) are asked for where the
+/// kernel knows them; their absence is not an error.
+///
+/// Returns the descriptor; on failure returns -errno, stores the failed step in `failed_step` and leaves nothing
+/// open.
+int sp_netlink_route_open(uint32_t timeout_ms, uint32_t *port_id, sp_netlink_open_step *failed_step);
+
+/// Where sp_neighbour_change failed.
+typedef enum __attribute__((enum_extensibility(closed))) sp_netlink_stage {
+    SP_NETLINK_STAGE_NONE SP_SWIFT_NAME(noFailure) = 0,
+    /// The arguments: family neither AF_INET nor AF_INET6 (-EAFNOSUPPORT), interface index 0 or above INT32_MAX
+    /// (-ENODEV).
+    SP_NETLINK_STAGE_ARGUMENTS SP_SWIFT_NAME(arguments),
+    /// sendmsg(2) of the request.
+    SP_NETLINK_STAGE_SEND SP_SWIFT_NAME(send),
+    /// recv(2) of the answer (-EAGAIN: no answer within the socket's timeout).
+    SP_NETLINK_STAGE_RECEIVE SP_SWIFT_NAME(receive),
+    /// The kernel answered with an error (NLMSG_ERROR with a non-zero code).
+    SP_NETLINK_STAGE_KERNEL SP_SWIFT_NAME(kernel),
+} sp_netlink_stage;
+
+/// Sends one neighbour request on the NETLINK_ROUTE socket `fd` and waits for the kernel's ACK:
+/// RTM_NEWNEIGH with NLM_F_CREATE | NLM_F_REPLACE, `state` (NUD_*) and NDA_LLADDR = `link_address` (6 bytes),
+/// or, with `remove` non-zero, RTM_DELNEIGH (`link_address` and `state` unused). The entry is `address` (4 or 16
+/// bytes by `family`, AF_INET or AF_INET6) on `interface_index`. `sequence` numbers the request; answers with
+/// another sequence number (late answers to earlier requests) are skipped.
+///
+/// Returns 0 when the kernel acknowledged the request, or -errno; stores where it failed in `stage` and the
+/// kernel's extended-ACK text, if it sent one, NUL-terminated in `kernel_message` (`kernel_message_size` bytes,
+/// may be 0).
+int sp_neighbour_change(int fd, uint32_t port_id, uint32_t sequence, int remove, int family,
+                        uint32_t interface_index, const uint8_t *address, const uint8_t *link_address,
+                        uint16_t state, sp_netlink_stage *stage, char *kernel_message, size_t kernel_message_size);
+
+/// NUD_PERMANENT, for Swift (the kernel header's macros are not imported).
+extern const uint16_t sp_nud_permanent;
+
+// MARK: IPv6 multicast membership
+
+/// Opens an IPv6 UDP socket that is never bound and so never receives anything: a holder of IPV6_JOIN_GROUP
+/// memberships. Non-blocking, close-on-exec. Returns the descriptor or -errno.
+int sp_ipv6_membership_socket(void);
+
+/// Joins (`join` non-zero, IPV6_JOIN_GROUP) or leaves (IPV6_LEAVE_GROUP) the IPv6 multicast group `group`
+/// (16 bytes) on `interface_index` through socket `fd`. Returns 0 or -errno.
+int sp_ipv6_membership_change(int fd, int join, const uint8_t *group, uint32_t interface_index);
+
 #endif

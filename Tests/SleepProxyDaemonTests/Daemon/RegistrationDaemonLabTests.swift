@@ -155,13 +155,13 @@ struct RegistrationDaemonLabTests {
         return path
     }
 
-    func startDaemon(_ lab: Lab, state: String) throws -> LabProcess {
+    func startDaemon(_ lab: Lab, state: String, extraArguments: [String] = []) throws -> LabProcess {
         let process = try lab.spawn(
             .proxy,
             [
                 try Self.daemonPath(), "--interface", "eth0", "--state-dir", state, "--registration-port",
                 String(Self.port), "--log-level", "debug", "--advertise-name", "Lab Proxy",
-            ])
+            ] + extraArguments)
         let deadline = ContinuousClock.now + .seconds(10)
         while !process.stderr.contains("registrations on UDP port") {
             if process.hasExited || ContinuousClock.now > deadline {

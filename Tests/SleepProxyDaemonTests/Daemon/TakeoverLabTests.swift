@@ -64,4 +64,66 @@ struct TakeoverLabTests {
             #expect(status == 0, "nc: \(client.stderr)")
         }
     }
+
+    /// A forwarding kernel would pass the SYNs meant for a sleeper on: the daemon names the setting at start.
+    @Test func forwardingIsWarnedAbout() async throws {
+        try await Lab.withLab { lab in
+            let set = try await lab.run(.proxy, ["sysctl", "-w", "net.ipv4.ip_forward=1"])
+            #expect(set.succeeded, "\(set)")
+            let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
+            defer { daemon.signal(SIGTERM) }
+            #expect(daemon.stderr.contains("net.ipv4.ip_forward is 1"), "\(daemon.stderr)")
+            #expect(daemon.stderr.contains("set net.ipv4.ip_forward=0"))
+            #expect(!daemon.stderr.contains("proxy_arp is"))
+        }
+    }
+
+    /// Configured to, the daemon wakes every held host when it stops; otherwise it keeps their leases.
+    @Test func wakeEveryHostOnExit() async throws {
+        try await Lab.withLab { lab in
+            let daemon = try RegistrationDaemonLabTests().startDaemon(
+                lab, state: lab.workDirectory + "/state", extraArguments: ["--wake-all-on-exit"])
+            let nic = try lab.withNamespace(.sleeper) { try PacketCapture(interface: "eth0") }
+            defer { nic.close() }
+            try nic.setFilter("ether proto 0x0842")
+            try ResponderLabTests.registerAndSleep(lab)
+            daemon.signal(SIGTERM)
+            #expect(daemon.wait(timeout: .seconds(5)) == 0)
+            let frame = try await firstElement(of: nic.frames, within: .seconds(5), "a magic packet at exit") { _ in
+                true
+            }
+            #expect(
+                try EthernetFrame(parsing: frame.bytes).magicPacket?.target == MACAddress(lab.host(.sleeper).macString))
+            #expect(daemon.stderr.contains("woke 1 held hosts"), "\(daemon.stderr)")
+            #expect(daemon.stderr.contains("capture statistics: received"), "\(daemon.stderr)")
+        }
+    }
+
+    /// The proxy's own host talking to a sleeping host is pointed at the host's real NIC, not answered by the
+    /// proxy; the entry goes when the host is released.
+    @Test func ourOwnHostGetsANeighbourEntry() async throws {
+        try await Lab.withLab { lab in
+            let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
+            defer { daemon.signal(SIGTERM) }
+            let sleeper = lab.host(.sleeper)
+            try ResponderLabTests.registerAndSleep(lab)
+            _ = try await eventually("the take-over of \(sleeper.ipv4)", within: .seconds(15)) {
+                daemon.stderr.contains("took over \(sleeper.ipv4)") ? true : nil
+            }
+            _ = try await lab.run(.proxy, ["ping", "-c", "1", "-W", "1", sleeper.ipv4])
+            let entry = try await eventually("the neighbour entry", within: .seconds(5)) {
+                let neigh = try await lab.run(.proxy, ["ip", "neigh", "show", sleeper.ipv4, "dev", "eth0"])
+                return neigh.stdout.contains("PERMANENT") ? neigh.stdout : nil
+            }
+            #expect(entry.lowercased().contains(sleeper.macString.lowercased()), "\(entry)")
+            // The host comes back: released, and the entry is gone.
+            try lab.wake(.sleeper)
+            _ = try await lab.run(.sleeper, ["arping", "-U", "-c", "2", "-I", "eth0", sleeper.ipv4])
+            _ = try await eventually("the release", within: .seconds(10)) {
+                daemon.stderr.contains("released") ? true : nil
+            }
+            let after = try await lab.run(.proxy, ["ip", "neigh", "show", sleeper.ipv4, "dev", "eth0"])
+            #expect(!after.stdout.contains("PERMANENT"), "\(after.stdout)")
+        }
+    }
 }

@@ -1,0 +1,392 @@
+import CNetSupport
+public import NetworkAddresses
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// IPv6 multicast groups this host has joined on one interface for the sleep proxy: the solicited-node groups
+/// (`ff02::1:ffXX:XXXX`) of the addresses it takes over, so that the NIC accepts Neighbour Solicitations for them
+/// (PROTOCOL.md section 3.3). The frames themselves are read by the capture; these memberships only open the door.
+///
+/// Memberships are `IPV6_JOIN_GROUP` on UDP sockets that are never bound and so never receive anything, rather
+/// than `PACKET_ADD_MEMBERSHIP` (`PACKET_MR_MULTICAST`, `33:33:ff:XX:XX:XX`) on a packet socket. Both program the
+/// NIC's multicast filter, but only an IPv6 membership makes the kernel send MLD reports for the group and answer
+/// MLD queries: a switch with MLD snooping then forwards the solicitations to the proxy's port. With a link-layer
+/// membership alone such a switch keeps sending them to the sleeping host's port only, and after the host's own
+/// membership times out (about 260 s) to nobody. The kernel counts memberships per interface, so leaving never
+/// takes a group away from the host's own addresses, other sockets or another ``MulticastMembership``.
+///
+/// Scaling to thousands of groups: IPv6 has no per-socket limit on the number of groups (unlike IPv4's
+/// `net.ipv4.igmp_max_memberships`, 20 by default), and `net.ipv6.mld_max_msf` limits only the source filters of
+/// one group (64), which any-source joins do not use. What does limit a socket is its option memory: each
+/// membership is charged to the socket (56 bytes on x86-64 Linux 6.18) up to `net.core.optmem_max`, and the next
+/// join fails with `ENOMEM`. With the old default of 20480 bytes that is 364 groups per socket; with 131072 (the
+/// default on recent kernels, where the setting is per network namespace) 2340. So a join that fails with
+/// `ENOMEM` (or `ENOBUFS`) moves on to another socket, opening one when all are full; a socket whose last group
+/// is left is closed (the first one stays). Only if a fresh socket cannot take even one group does ``join(_:)``
+/// fail, with ``MulticastMembershipError/Code/limitReached``. Joining and leaving cost time linear in the
+/// socket's and the interface's number of groups (the kernel walks both lists); 1,000 groups take milliseconds.
+///
+/// ``join(_:)`` and ``leave(_:)`` are idempotent: joining a group already joined and leaving one not joined do
+/// nothing and return `false`. Several held addresses can share one solicited-node group (only the low 24 bits
+/// count); the caller keeps the set of groups it needs and joins and leaves the differences. ``close()`` closes
+/// every socket, which leaves every group.
+///
+/// The sockets are created on the calling thread (the first by the initialiser, the others by ``join(_:)``) and
+/// belong to that thread's network namespace: join from the namespace the membership was opened in. A join that
+/// needs a new socket on a thread in another namespace fails with ``MulticastMembershipError/Code/wrongNamespace``
+/// rather than join the group on some other namespace's interface. It is `Sendable`: the sockets sit behind a
+/// lock, and no method blocks.
+public final class MulticastMembership: Sendable {
+    /// The index of the interface the groups are joined on.
+    public let interfaceIndex: UInt32
+    /// The interface's name when the membership was opened (for messages).
+    public let interfaceName: String
+    /// The device and inode of the network namespace the membership was opened in; nil if unknown.
+    private let namespace: NamespaceIdentity?
+
+    private let state: Mutex<State>
+
+    private struct State {
+        /// The holder sockets, the first one never closed before ``close()``; empty once closed.
+        var holders: [Holder]
+        /// Each joined group and the descriptor of the socket that holds it.
+        var groups: [IPv6Address: Int32]
+        var isClosed = false
+    }
+
+    private struct Holder {
+        var descriptor: Int32
+        /// How many groups this socket holds.
+        var count: Int
+        /// Whether the kernel refused this socket another group for lack of option memory.
+        var isFull: Bool
+    }
+
+    /// Prepares to join groups on the interface with index `interfaceIndex` in the calling thread's network
+    /// namespace, opening the first socket.
+    ///
+    /// - Throws: ``MulticastMembershipError`` with code ``MulticastMembershipError/Code/interfaceNotFound`` if the
+    ///   namespace has no such interface (or `interfaceIndex` is 0), ``MulticastMembershipError/Code/openFailed``
+    ///   if the socket cannot be opened.
+    public init(interfaceIndex: UInt32) throws {
+        var nameBuffer = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
+        guard interfaceIndex != 0, if_indextoname(interfaceIndex, &nameBuffer) != nil else {
+            throw MulticastMembershipError.interfaceNotFound(index: interfaceIndex)
+        }
+        let name = String(decoding: nameBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let descriptor = sp_ipv6_membership_socket()
+        guard descriptor >= 0 else {
+            throw MulticastMembershipError.openFailed(
+                errno: -descriptor, interface: "\(name) (index \(interfaceIndex))")
+        }
+        self.interfaceIndex = interfaceIndex
+        self.interfaceName = name
+        self.namespace = NamespaceIdentity.current()
+        self.state = Mutex(State(holders: [Holder(descriptor: descriptor, count: 0, isFull: false)], groups: [:]))
+    }
+
+    deinit {
+        close()
+    }
+
+    /// The groups currently joined through this membership.
+    public var joined: Set<IPv6Address> {
+        state.withLock { Set($0.groups.keys) }
+    }
+
+    /// How many sockets hold the memberships: 1, more once a socket's option memory is full; 0 once closed.
+    public var socketCount: Int {
+        state.withLock { $0.holders.count }
+    }
+
+    /// Joins `group` on the interface, unless it is joined already.
+    ///
+    /// - Returns: `true` if the group was joined now, `false` if it had been joined before.
+    /// - Throws: ``MulticastMembershipError`` with code ``MulticastMembershipError/Code/invalidGroup`` if `group`
+    ///   is not a multicast address, ``MulticastMembershipError/Code/interfaceNotFound`` if the interface is gone,
+    ///   ``MulticastMembershipError/Code/limitReached`` if even a fresh socket cannot take the group,
+    ///   ``MulticastMembershipError/Code/wrongNamespace`` if a new socket is needed and the calling thread is in
+    ///   another network namespace,
+    ///   ``MulticastMembershipError/Code/closed`` after ``close()``, ``MulticastMembershipError/Code/joinFailed``
+    ///   otherwise.
+    @discardableResult
+    public func join(_ group: IPv6Address) throws -> Bool {
+        let interface = describeInterface()
+        let interfaceIndex = interfaceIndex
+        guard group.isMulticast else {
+            throw MulticastMembershipError.invalidGroup(group, interface: interface)
+        }
+        return try state.withLock { state throws(MulticastMembershipError) -> Bool in
+            guard !state.isClosed else {
+                throw MulticastMembershipError.closed(operation: "join \(group)", interface: interface)
+            }
+            guard state.groups[group] == nil else { return false }
+            for index in state.holders.indices where !state.holders[index].isFull {
+                let descriptor = state.holders[index].descriptor
+                let result = Self.change(descriptor, join: true, group: group, interfaceIndex: interfaceIndex)
+                if result == 0 || result == -EADDRINUSE {
+                    state.holders[index].count += 1
+                    state.groups[group] = descriptor
+                    return true
+                }
+                guard Self.isOutOfOptionMemory(-result) else {
+                    throw MulticastMembershipError.changeFailed(
+                        join: true, group: group, interface: interface, errno: -result)
+                }
+                state.holders[index].isFull = true
+            }
+            if let namespace, NamespaceIdentity.current() != namespace {
+                throw MulticastMembershipError.wrongNamespace(group: group, interface: interface)
+            }
+            let descriptor = sp_ipv6_membership_socket()
+            guard descriptor >= 0 else {
+                throw MulticastMembershipError.openFailed(errno: -descriptor, interface: interface)
+            }
+            let result = Self.change(descriptor, join: true, group: group, interfaceIndex: interfaceIndex)
+            guard result == 0 else {
+                _ = Glibc.close(descriptor)
+                if Self.isOutOfOptionMemory(-result) {
+                    throw MulticastMembershipError.limitReached(
+                        group: group,
+                        interface: interface,
+                        errno: -result,
+                        joined: state.groups.count,
+                        sockets: state.holders.count
+                    )
+                }
+                throw MulticastMembershipError.changeFailed(
+                    join: true, group: group, interface: interface, errno: -result)
+            }
+            state.holders.append(Holder(descriptor: descriptor, count: 1, isFull: false))
+            state.groups[group] = descriptor
+            return true
+        }
+    }
+
+    /// Leaves `group` on the interface, if it was joined through this membership.
+    ///
+    /// - Returns: `true` if the group was left now, `false` if it had not been joined.
+    /// - Throws: ``MulticastMembershipError`` with code ``MulticastMembershipError/Code/closed`` after
+    ///   ``close()``, ``MulticastMembershipError/Code/leaveFailed`` if the kernel refuses (the group then stays
+    ///   in ``joined``).
+    @discardableResult
+    public func leave(_ group: IPv6Address) throws -> Bool {
+        let interface = describeInterface()
+        let interfaceIndex = interfaceIndex
+        return try state.withLock { state throws(MulticastMembershipError) -> Bool in
+            guard !state.isClosed else {
+                throw MulticastMembershipError.closed(operation: "leave \(group)", interface: interface)
+            }
+            guard let descriptor = state.groups[group] else { return false }
+            let result = Self.change(descriptor, join: false, group: group, interfaceIndex: interfaceIndex)
+            // EADDRNOTAVAIL: the kernel holds no such membership on the socket; it is gone either way.
+            guard result == 0 || result == -EADDRNOTAVAIL else {
+                throw MulticastMembershipError.changeFailed(
+                    join: false, group: group, interface: interface, errno: -result)
+            }
+            state.groups[group] = nil
+            if let index = state.holders.firstIndex(where: { $0.descriptor == descriptor }) {
+                state.holders[index].count -= 1
+                state.holders[index].isFull = false
+                if state.holders[index].count == 0 && index > 0 {
+                    _ = Glibc.close(descriptor)
+                    state.holders.remove(at: index)
+                }
+            }
+            return true
+        }
+    }
+
+    /// Leaves every group by closing every socket. Safe to call more than once; later joins and leaves fail with
+    /// ``MulticastMembershipError/Code/closed``.
+    public func close() {
+        state.withLock { state in
+            guard !state.isClosed else { return }
+            for holder in state.holders {
+                _ = Glibc.close(holder.descriptor)
+            }
+            state.holders = []
+            state.groups = [:]
+            state.isClosed = true
+        }
+    }
+
+    /// `eth0 (index 2)`.
+    private func describeInterface() -> String {
+        "\(interfaceName) (index \(interfaceIndex))"
+    }
+
+    private static func change(_ descriptor: Int32, join: Bool, group: IPv6Address, interfaceIndex: UInt32) -> Int32 {
+        group.bytes.withUnsafeBufferPointer { bytes in
+            sp_ipv6_membership_change(descriptor, join ? 1 : 0, bytes.baseAddress, interfaceIndex)
+        }
+    }
+
+    /// `sock_kmalloc` of the membership failed: the socket's option memory (`net.core.optmem_max`) is used up.
+    private static func isOutOfOptionMemory(_ number: Int32) -> Bool {
+        number == ENOMEM || number == ENOBUFS
+    }
+}
+
+/// Identifies a network namespace: the device and inode of `/proc/thread-self/ns/net`.
+private struct NamespaceIdentity: Sendable, Hashable {
+    var device: UInt64
+    var inode: UInt64
+
+    /// The calling thread's network namespace; nil if `/proc` cannot tell.
+    static func current() -> NamespaceIdentity? {
+        var status = stat()
+        guard stat("/proc/thread-self/ns/net", &status) == 0 else { return nil }
+        return NamespaceIdentity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
+    }
+}
+
+/// `strerror` text for `code`.
+private func errorText(_ code: Int32) -> String {
+    String(cString: strerror(code))
+}
+
+/// An error from joining or leaving groups through a ``MulticastMembership``.
+///
+/// Compare ``code`` to tell failures apart; ``description`` names the operation, the group, the interface and the
+/// system's reason, e.g. `join ff02::1:ff00:1234 (IPV6_JOIN_GROUP) on eth0 (index 2): No such device; the
+/// interface does not exist in this network namespace (any more)`.
+public struct MulticastMembershipError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of failure this is.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Backing: Sendable, Hashable {
+            case interfaceNotFound
+            case invalidGroup
+            case openFailed
+            case joinFailed
+            case leaveFailed
+            case limitReached
+            case wrongNamespace
+            case closed
+        }
+
+        private let backing: Backing
+
+        private init(_ backing: Backing) {
+            self.backing = backing
+        }
+
+        /// No interface with that index exists in the network namespace (any more).
+        public static let interfaceNotFound = Code(.interfaceNotFound)
+        /// The address is not a multicast group; nothing was asked of the kernel.
+        public static let invalidGroup = Code(.invalidGroup)
+        /// A socket to hold memberships could not be opened.
+        public static let openFailed = Code(.openFailed)
+        /// The kernel refused to join the group.
+        public static let joinFailed = Code(.joinFailed)
+        /// The kernel refused to leave the group.
+        public static let leaveFailed = Code(.leaveFailed)
+        /// Even a fresh socket could not take the group: the kernel is out of memory, or `net.core.optmem_max`
+        /// is too small for a single membership.
+        public static let limitReached = Code(.limitReached)
+        /// Another socket was needed, but the calling thread is not in the network namespace the membership was
+        /// opened in.
+        public static let wrongNamespace = Code(.wrongNamespace)
+        /// The membership was already closed.
+        public static let closed = Code(.closed)
+
+        public var description: String {
+            switch backing {
+            case .interfaceNotFound: "interface not found"
+            case .invalidGroup: "invalid group"
+            case .openFailed: "open failed"
+            case .joinFailed: "join failed"
+            case .leaveFailed: "leave failed"
+            case .limitReached: "limit reached"
+            case .wrongNamespace: "wrong namespace"
+            case .closed: "closed"
+            }
+        }
+    }
+
+    public let code: Code
+    /// The `errno` of the failed system call, if one failed.
+    public let errorNumber: Int32?
+    public let description: String
+
+    private init(_ code: Code, _ description: String, errno errorNumber: Int32?) {
+        self.code = code
+        self.description = description
+        self.errorNumber = errorNumber
+    }
+
+    static func interfaceNotFound(index: UInt32) -> MulticastMembershipError {
+        MulticastMembershipError(
+            .interfaceNotFound,
+            "open IPv6 multicast memberships on interface index \(index): there is no interface with index "
+                + "\(index) in this network namespace",
+            errno: ENODEV
+        )
+    }
+
+    static func invalidGroup(_ group: IPv6Address, interface: String) -> MulticastMembershipError {
+        MulticastMembershipError(
+            .invalidGroup,
+            "join \(group) on \(interface): \(group) is not a multicast address",
+            errno: nil
+        )
+    }
+
+    static func openFailed(errno number: Int32, interface: String) -> MulticastMembershipError {
+        MulticastMembershipError(
+            .openFailed,
+            "create a UDP socket for IPv6 multicast memberships on \(interface): \(errorText(number))",
+            errno: number
+        )
+    }
+
+    /// Maps a failed `IPV6_JOIN_GROUP` / `IPV6_LEAVE_GROUP` to an error.
+    static func changeFailed(join: Bool, group: IPv6Address, interface: String, errno number: Int32)
+        -> MulticastMembershipError
+    {
+        let operation = join ? "join \(group) (IPV6_JOIN_GROUP)" : "leave \(group) (IPV6_LEAVE_GROUP)"
+        let code: Code
+        var hint = ""
+        switch number {
+        case ENODEV, ENXIO:
+            code = .interfaceNotFound
+            hint = "; the interface does not exist in this network namespace (any more)"
+        default:
+            code = join ? .joinFailed : .leaveFailed
+        }
+        return MulticastMembershipError(
+            code,
+            "\(operation) on \(interface): \(errorText(number))\(hint)",
+            errno: number
+        )
+    }
+
+    static func limitReached(group: IPv6Address, interface: String, errno number: Int32, joined: Int, sockets: Int)
+        -> MulticastMembershipError
+    {
+        MulticastMembershipError(
+            .limitReached,
+            "join \(group) (IPV6_JOIN_GROUP) on \(interface): \(errorText(number)) even on a fresh socket, "
+                + "with \(joined) groups joined on \(sockets) sockets; the kernel is out of memory, or "
+                + "net.core.optmem_max is too small for one membership",
+            errno: number
+        )
+    }
+
+    static func wrongNamespace(group: IPv6Address, interface: String) -> MulticastMembershipError {
+        MulticastMembershipError(
+            .wrongNamespace,
+            "join \(group) (IPV6_JOIN_GROUP) on \(interface): the sockets in use are full and a new one would be "
+                + "opened in the calling thread's network namespace, which is not the one the membership was "
+                + "opened in",
+            errno: nil
+        )
+    }
+
+    static func closed(operation: String, interface: String) -> MulticastMembershipError {
+        MulticastMembershipError(.closed, "\(operation) on \(interface): the membership is closed", errno: nil)
+    }
+}

@@ -1,0 +1,340 @@
+import CNetSupport
+public import NetworkAddresses
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The kernel's neighbour table (ARP for IPv4, NDP for IPv6) of one interface, changed through rtnetlink.
+///
+/// A sleep proxy answers ARP and Neighbour Solicitations for a sleeping host's addresses with its own MAC, but it
+/// never answers its *own* host that way: frames the proxy injects do not come back into the local stack. When the
+/// proxy's own host asks for a held address, the daemon adds an entry here mapping the address to the sleeping
+/// host's real MAC (Apple's "local address cache entry", PROTOCOL.md sections 3.2, 3.3 and 7), so local traffic,
+/// a UDP wake copy included, goes straight to the real NIC. It removes the entry when it releases the address.
+///
+/// Entries are set with state `NUD_PERMANENT`, not `NUD_REACHABLE`:
+/// - A `REACHABLE` entry turns `STALE` after the interface's reachable time (`base_reachable_time_ms`, randomised
+///   to 15 to 45 s by default); its next use moves it to `DELAY` and then `PROBE`, and the kernel sends unicast ARP
+///   requests / Neighbour Solicitations to the sleeping host, which does not answer. After `ucast_solicit` probes
+///   the entry is `FAILED`, traffic stalls, and the kernel broadcasts again: the entry would not survive a sleep.
+/// - The kernel never changes a `PERMANENT` entry on its own: received ARP, Neighbour Advertisements (the proxy's
+///   own announcements, should they loop back) and garbage collection leave it alone. Only an administrative
+///   request (this type, `ip neigh`) replaces or removes it. The price: an entry outlives a daemon that crashes
+///   before removing it. It still points at the host's real MAC, which is right once the host is awake, and it
+///   goes when the interface is set down or deleted (a carrier loss keeps it).
+///
+/// ``set(_:mac:)`` creates or replaces (`NLM_F_CREATE | NLM_F_REPLACE`), so setting again with another MAC
+/// simply updates the entry. ``remove(_:)`` deletes the entry for the address whatever its state, including one
+/// the kernel learnt itself; removing an address that has no entry is not an error, it returns `false`.
+///
+/// Every request waits for the kernel's acknowledgement (at most 5 s) and throws ``NeighbourTableError`` on a
+/// refusal, with the kernel's own explanation where it sends one (extended ACK). Changing the table needs
+/// `CAP_NET_ADMIN`; without it every request fails with ``NeighbourTableError/Code/permissionDenied``.
+///
+/// The netlink socket is created on the calling thread and belongs to that thread's network namespace for its
+/// whole life; so does every entry it sets. It is `Sendable`: the socket sits behind a lock, and each request holds
+/// the lock while it waits for the kernel's answer (microseconds; the kernel answers rtnetlink requests before
+/// `sendmsg` returns).
+public final class NeighbourTable: Sendable {
+    /// The index of the interface whose table this changes.
+    public let interfaceIndex: UInt32
+    /// The interface's name when the table was opened (for messages).
+    public let interfaceName: String
+
+    /// How long a request waits for the kernel's answer.
+    static let answerTimeoutMilliseconds: UInt32 = 5_000
+
+    private let state: Mutex<State>
+
+    private struct State {
+        /// -1 once closed.
+        var descriptor: Int32
+        /// The socket's netlink port id.
+        var portID: UInt32
+        /// The sequence number of the last request.
+        var sequence: UInt32
+    }
+
+    /// Opens the neighbour table of the interface with index `interfaceIndex` in the calling thread's network
+    /// namespace.
+    ///
+    /// - Throws: ``NeighbourTableError`` with code ``NeighbourTableError/Code/interfaceNotFound`` if the
+    ///   namespace has no such interface, ``NeighbourTableError/Code/openFailed`` if the netlink socket cannot be
+    ///   opened.
+    public init(interfaceIndex: UInt32) throws {
+        var nameBuffer = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
+        guard interfaceIndex != 0, if_indextoname(interfaceIndex, &nameBuffer) != nil else {
+            throw NeighbourTableError.interfaceNotFound(index: interfaceIndex)
+        }
+        let name = String(decoding: nameBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        var portID: UInt32 = 0
+        var failedStep = sp_netlink_open_step.noFailure
+        let result = sp_netlink_route_open(Self.answerTimeoutMilliseconds, &portID, &failedStep)
+        guard result >= 0 else {
+            throw NeighbourTableError.openFailed(
+                step: failedStep,
+                errno: -result,
+                interface: "\(name) (index \(interfaceIndex))"
+            )
+        }
+        self.interfaceIndex = interfaceIndex
+        self.interfaceName = name
+        self.state = Mutex(State(descriptor: result, portID: portID, sequence: 0))
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Creates or replaces the permanent entry `address` → `mac` on the interface.
+    ///
+    /// - Throws: ``NeighbourTableError`` with code ``NeighbourTableError/Code/invalidAddress`` for an
+    ///   unspecified, multicast or broadcast `address` or a zero or multicast `mac` (nothing is sent),
+    ///   ``NeighbourTableError/Code/permissionDenied`` without `CAP_NET_ADMIN`,
+    ///   ``NeighbourTableError/Code/interfaceNotFound`` if the interface is gone,
+    ///   ``NeighbourTableError/Code/closed`` after ``close()``, ``NeighbourTableError/Code/requestFailed``
+    ///   otherwise.
+    public func set(_ address: IPAddress, mac: MACAddress) throws {
+        let operation = "set neighbour \(address) lladdr \(mac) PERMANENT (RTM_NEWNEIGH)"
+        if let problem = Self.problem(with: address) ?? Self.problem(with: mac) {
+            throw NeighbourTableError.invalidAddress(operation: operation, interface: describeInterface(), problem)
+        }
+        _ = try request(operation: operation, address: address, mac: mac)
+    }
+
+    /// Removes the entry for `address` on the interface, whatever its state and whoever made it.
+    ///
+    /// - Returns: `true` if there was an entry, `false` if there was none (the kernel's `ENOENT`).
+    /// - Throws: ``NeighbourTableError`` with code ``NeighbourTableError/Code/permissionDenied`` without
+    ///   `CAP_NET_ADMIN`, ``NeighbourTableError/Code/interfaceNotFound`` if the interface is gone,
+    ///   ``NeighbourTableError/Code/closed`` after ``close()``, ``NeighbourTableError/Code/requestFailed``
+    ///   otherwise.
+    @discardableResult
+    public func remove(_ address: IPAddress) throws -> Bool {
+        try request(operation: "remove neighbour \(address) (RTM_DELNEIGH)", address: address, mac: nil)
+    }
+
+    /// Closes the netlink socket. Entries stay in the kernel's table. Safe to call more than once.
+    public func close() {
+        state.withLock { state in
+            guard state.descriptor >= 0 else { return }
+            _ = Glibc.close(state.descriptor)
+            state.descriptor = -1
+        }
+    }
+
+    /// Sends one request; `mac` nil removes. Returns whether the entry existed (always `true` for a set).
+    private func request(operation: String, address: IPAddress, mac: MACAddress?) throws -> Bool {
+        let family =
+            switch address {
+            case .v4: AF_INET
+            case .v6: AF_INET6
+            }
+        let interfaceIndex = interfaceIndex
+        let (result, stage, kernelMessage) = try state.withLock {
+            state throws(NeighbourTableError) -> (Int32, sp_netlink_stage, String) in
+            guard state.descriptor >= 0 else {
+                throw NeighbourTableError.closed(operation: operation, interface: describeInterface())
+            }
+            state.sequence &+= 1
+            let descriptor = state.descriptor
+            let portID = state.portID
+            let sequence = state.sequence
+            var stage = sp_netlink_stage.noFailure
+            var message = [CChar](repeating: 0, count: 256)
+            let macBytes = mac?.array ?? [UInt8](repeating: 0, count: 6)
+            let result = address.bytes.withUnsafeBufferPointer { addressBytes in
+                macBytes.withUnsafeBufferPointer { macPointer in
+                    message.withUnsafeMutableBufferPointer { messageBuffer in
+                        sp_neighbour_change(
+                            descriptor,
+                            portID,
+                            sequence,
+                            mac == nil ? 1 : 0,
+                            family,
+                            interfaceIndex,
+                            addressBytes.baseAddress,
+                            macPointer.baseAddress,
+                            sp_nud_permanent,
+                            &stage,
+                            messageBuffer.baseAddress,
+                            messageBuffer.count
+                        )
+                    }
+                }
+            }
+            let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            return (result, stage, text)
+        }
+        if result == 0 { return true }
+        let number = -result
+        if mac == nil && stage == .kernel && number == ENOENT { return false }
+        throw NeighbourTableError.requestFailed(
+            operation: operation,
+            interface: describeInterface(),
+            stage: stage,
+            errno: number,
+            kernelMessage: kernelMessage
+        )
+    }
+
+    /// `eth0 (index 2)`.
+    private func describeInterface() -> String {
+        "\(interfaceName) (index \(interfaceIndex))"
+    }
+
+    private static func problem(with address: IPAddress) -> String? {
+        switch address {
+        case .v4(let v4):
+            if v4.isUnspecified { return "\(address) is the unspecified address" }
+            if v4.isMulticast { return "\(address) is a multicast address" }
+            if v4 == .broadcast { return "\(address) is the broadcast address" }
+        case .v6(let v6):
+            if v6.isUnspecified { return "\(address) is the unspecified address" }
+            if v6.isMulticast { return "\(address) is a multicast address" }
+        }
+        return nil
+    }
+
+    private static func problem(with mac: MACAddress) -> String? {
+        if mac.isZero { return "the link-layer address \(mac) is all zeros" }
+        if mac.isMulticast { return "the link-layer address \(mac) is a group (multicast or broadcast) address" }
+        return nil
+    }
+}
+
+/// `strerror` text for `code`.
+private func errorText(_ code: Int32) -> String {
+    String(cString: strerror(code))
+}
+
+/// An error from opening or changing a ``NeighbourTable``.
+///
+/// Compare ``code`` to tell failures apart; ``description`` names the operation, the address and MAC, the
+/// interface and the system's reason, e.g. `set neighbour 10.77.0.2 lladdr 02:77:00:00:00:99 PERMANENT
+/// (RTM_NEWNEIGH) on eth0 (index 2): Operation not permitted; changing the neighbour table needs CAP_NET_ADMIN`.
+public struct NeighbourTableError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of failure this is.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Backing: Sendable, Hashable {
+            case interfaceNotFound
+            case permissionDenied
+            case invalidAddress
+            case openFailed
+            case requestFailed
+            case closed
+        }
+
+        private let backing: Backing
+
+        private init(_ backing: Backing) {
+            self.backing = backing
+        }
+
+        /// No interface with that index exists in the network namespace (any more).
+        public static let interfaceNotFound = Code(.interfaceNotFound)
+        /// `CAP_NET_ADMIN` is missing.
+        public static let permissionDenied = Code(.permissionDenied)
+        /// The IP address or the MAC cannot be a neighbour entry; nothing was sent.
+        public static let invalidAddress = Code(.invalidAddress)
+        /// The netlink socket could not be opened.
+        public static let openFailed = Code(.openFailed)
+        /// The kernel refused the request, or it could not be sent or answered.
+        public static let requestFailed = Code(.requestFailed)
+        /// The table was already closed.
+        public static let closed = Code(.closed)
+
+        public var description: String {
+            switch backing {
+            case .interfaceNotFound: "interface not found"
+            case .permissionDenied: "permission denied"
+            case .invalidAddress: "invalid address"
+            case .openFailed: "open failed"
+            case .requestFailed: "request failed"
+            case .closed: "closed"
+            }
+        }
+    }
+
+    public let code: Code
+    /// The `errno` of the failed system call or the kernel's error code, if there was one.
+    public let errorNumber: Int32?
+    public let description: String
+
+    private init(_ code: Code, _ description: String, errno errorNumber: Int32?) {
+        self.code = code
+        self.description = description
+        self.errorNumber = errorNumber
+    }
+
+    static func interfaceNotFound(index: UInt32) -> NeighbourTableError {
+        NeighbourTableError(
+            .interfaceNotFound,
+            "open the neighbour table of interface index \(index): there is no interface with index \(index) "
+                + "in this network namespace",
+            errno: ENODEV
+        )
+    }
+
+    /// Maps a failed `sp_netlink_route_open` to an error.
+    static func openFailed(step: sp_netlink_open_step, errno number: Int32, interface: String) -> NeighbourTableError {
+        let operation =
+            switch step {
+            case .socket, .noFailure: "create"
+            case .receiveTimeout: "set SO_RCVTIMEO on"
+            case .bind: "bind"
+            case .localName: "read the port id of"
+            }
+        let code: Code = number == EPERM || number == EACCES ? .permissionDenied : .openFailed
+        return NeighbourTableError(
+            code,
+            "\(operation) the NETLINK_ROUTE socket for the neighbour table of \(interface): \(errorText(number))",
+            errno: number
+        )
+    }
+
+    /// Maps a failed `sp_neighbour_change` to an error.
+    static func requestFailed(
+        operation: String,
+        interface: String,
+        stage: sp_netlink_stage,
+        errno number: Int32,
+        kernelMessage: String
+    ) -> NeighbourTableError {
+        let kernel = kernelMessage.isEmpty ? "" : " (kernel: \(kernelMessage))"
+        let reason = errorText(number)
+        let code: Code
+        var hint = ""
+        switch (stage, number) {
+        case (.kernel, EPERM), (.kernel, EACCES), (.send, EPERM), (.send, EACCES):
+            code = .permissionDenied
+            hint = "; changing the neighbour table needs CAP_NET_ADMIN"
+        case (.kernel, ENODEV), (.arguments, ENODEV):
+            code = .interfaceNotFound
+            hint = "; the interface does not exist in this network namespace (any more)"
+        case (.receive, EAGAIN), (.receive, EWOULDBLOCK):
+            code = .requestFailed
+            hint = "; the kernel did not answer within \(NeighbourTable.answerTimeoutMilliseconds) ms"
+        default:
+            code = .requestFailed
+        }
+        let stagePrefix =
+            switch stage {
+            case .send: "send "
+            case .receive: "receive the answer to "
+            case .kernel, .arguments, .noFailure: ""
+            }
+        return NeighbourTableError(
+            code, "\(stagePrefix)\(operation) on \(interface): \(reason)\(kernel)\(hint)", errno: number)
+    }
+
+    static func invalidAddress(operation: String, interface: String, _ problem: String) -> NeighbourTableError {
+        NeighbourTableError(.invalidAddress, "\(operation) on \(interface): \(problem)", errno: nil)
+    }
+
+    static func closed(operation: String, interface: String) -> NeighbourTableError {
+        NeighbourTableError(.closed, "\(operation) on \(interface): the neighbour table is closed", errno: nil)
+    }
+}
