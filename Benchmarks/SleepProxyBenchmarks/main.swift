@@ -1,7 +1,7 @@
 // Benchmarks print `figure: value` lines. Run them with `make bench` (a release build, no other load).
 //
 //   SleepProxyBenchmarks                 every benchmark
-//   SleepProxyBenchmarks decode encode   some: decode, encode, roundtrip, registrations, store, mdns
+//   SleepProxyBenchmarks decode encode   some: decode, encode, roundtrip, registrations, store, mdns, wake, capture
 import DNSWire
 import Foundation
 import NetworkAddresses
@@ -120,6 +120,13 @@ if wanted("registrations") {
 }
 if wanted("store") {
     try runLeaseStoreBenchmarks()
+}
+if wanted("wake") {
+    // Needs root (a network-namespace lab); says so and skips otherwise.
+    try await runWakeLatencyBenchmark()
+}
+if wanted("capture") {
+    try await runCaptureCapacityBenchmark()
 }
 if wanted("mdns") {
     // Needs root (a network-namespace lab), dnsperf and avahi-daemon; says so and skips otherwise.

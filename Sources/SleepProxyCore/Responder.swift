@@ -406,7 +406,20 @@ extension SleepProxyCore {
     /// a response was scheduled).
     func isHeld(_ record: DNSRecord, interface: InterfaceName) -> Bool {
         if record.type == .nsec, uniqueTypes(of: record.name, interface: interface) != nil { return true }
-        return lookup(record.name, type: record.type, interface: interface).contains(record)
+        let name = record.name.lowercased()
+        if heldRecords[Self.recordKey(record, lowercasedName: name, interface: interface)] != nil {
+            // Held; but not answered while its owner is being woken.
+            guard !wakes.isEmpty else { return true }
+            return heldNames[UniqueName(interface: interface, name: name)]?.contains { key in
+                wakes[key] == nil && owners[key]?.records.contains { $0.record == record } == true
+            } == true
+        }
+        return !advertisementLookup(record.name, type: record.type, interface: interface).filter { $0 == record }
+            .isEmpty
+    }
+
+    static func recordKey(_ record: DNSRecord, lowercasedName: DNSName, interface: InterfaceName) -> MulticastKey {
+        MulticastKey(interface: interface, ipv6: false, name: lowercasedName, type: record.type, rdata: record.rdata)
     }
 
     /// Encodes a response, splitting the answers over several messages when one would exceed the mDNS limit

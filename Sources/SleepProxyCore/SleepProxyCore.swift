@@ -25,6 +25,9 @@ public struct SleepProxyCore: Sendable {
     var conflicts: [OwnerKey: UnixTime] = [:]
     /// The addresses being taken over or held, per owner.
     var takeovers: [OwnerKey: [IPAddress: AddressTakeover]] = [:]
+    /// Every held record (interface, name in lower case, type, RDATA) with how many owners hold it, so that a
+    /// scheduled response can check in one lookup that its records are still held.
+    var heldRecords: [MulticastKey: Int] = [:]
     /// Held addresses to their owner, for the per-packet check.
     var heldAddresses: [NeighbourKey: OwnerKey] = [:]
     /// The earliest take-over step due.
@@ -310,9 +313,14 @@ public struct SleepProxyCore: Sendable {
     mutating func insert(_ owner: Owner) {
         owners[owner.key] = owner
         recordCount += owner.records.count
-        for name in Set(
-            owner.records.map { UniqueName(interface: owner.key.interface, name: $0.record.name.lowercased()) })
-        {
+        var names = Set<UniqueName>()
+        for held in owner.records {
+            let name = held.record.name.lowercased()
+            names.insert(UniqueName(interface: owner.key.interface, name: name))
+            heldRecords[
+                Self.recordKey(held.record, lowercasedName: name, interface: owner.key.interface), default: 0] += 1
+        }
+        for name in names {
             heldNames[name, default: []].append(owner.key)
         }
         if let expiry = owner.expiresAt {
@@ -330,7 +338,18 @@ public struct SleepProxyCore: Sendable {
     mutating func remove(_ key: OwnerKey) {
         guard let owner = owners.removeValue(forKey: key) else { return }
         recordCount -= owner.records.count
-        for name in Set(owner.records.map { UniqueName(interface: key.interface, name: $0.record.name.lowercased()) }) {
+        var names = Set<UniqueName>()
+        for held in owner.records {
+            let name = held.record.name.lowercased()
+            names.insert(UniqueName(interface: key.interface, name: name))
+            let recordKey = Self.recordKey(held.record, lowercasedName: name, interface: key.interface)
+            if let count = heldRecords[recordKey], count > 1 {
+                heldRecords[recordKey] = count - 1
+            } else {
+                heldRecords[recordKey] = nil
+            }
+        }
+        for name in names {
             heldNames[name]?.removeAll { $0 == key }
             if heldNames[name]?.isEmpty == true { heldNames[name] = nil }
         }

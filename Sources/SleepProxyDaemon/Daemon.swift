@@ -3,7 +3,7 @@ import Dispatch
 import Frames
 import LeaseStore
 public import Logging
-import NetworkAddresses
+public import NetworkAddresses
 public import SleepProxyCore
 
 #if canImport(Glibc)
@@ -71,6 +71,7 @@ public final class Daemon: @unchecked Sendable {
     private var mdnsSockets: [MulticastDNSSocket] = []
     private var unicastHolder: UnicastPortHolder?
     private var capture: PacketCapture?
+    private var captureFilter = ""
     private var neighbours: NeighbourTable?
     private var membership: MulticastMembership?
     /// Neighbour entries set for our own host; removed on release, and at a clean stop.
@@ -388,8 +389,11 @@ public final class Daemon: @unchecked Sendable {
         }
         do {
             let capture = try PacketCapture(
-                interface: interface.name, options: PacketCapture.Options(direction: .both))
-            try capture.setFilter("udp dst port \(MulticastDNS.port)")
+                interface: interface.name,
+                options: PacketCapture.Options(
+                    kernelBufferSize: 16 * 1024 * 1024, streamBufferSize: 16_384, direction: .both))
+            captureFilter = "udp dst port \(MulticastDNS.port) or arp or (icmp6 and ip6[7] = 255)"
+            try capture.setFilter(captureFilter)
             self.capture = capture
         } catch {
             throw DaemonError(description: "mDNS capture: \(error)")
@@ -477,28 +481,60 @@ public final class Daemon: @unchecked Sendable {
     }
 
     /// The kernel filter: mDNS to us, all ARP, ICMPv6 with hop limit 255 (Neighbour Discovery), and IP to the
-    /// held addresses (a coarse filter for many addresses; the core checks each packet exactly).
+    /// held addresses. Held addresses are listed one by one while few; with many, they are folded into the
+    /// narrowest prefixes that keep the program small (the kernel caps classic BPF at 4,096 instructions), so
+    /// that traffic to other addresses stays in the kernel. The core checks every packet exactly.
     private func updateCaptureFilter() {
         guard let capture else { return }
         let addresses = core.proxiedAddresses(on: interfaceName)
         var parts = ["udp dst port \(MulticastDNS.port)", "arp", "(icmp6 and ip6[7] = 255)"]
-        if !addresses.isEmpty {
-            if addresses.count <= 64 {
-                parts += addresses.map { address in
-                    switch address {
-                    case .v4(let v4): "dst host \(v4)"
-                    case .v6(let v6): "dst host \(v6)"
-                    }
-                }
-            } else {
-                parts += ["ip", "ip6"]
-            }
-        }
+        parts += Self.destinationTerms(for: addresses, limit: 64)
+        let filter = parts.joined(separator: " or ")
+        guard filter != captureFilter else { return }
         do {
-            try capture.setFilter(parts.joined(separator: " or "))
+            try capture.setFilter(filter)
+            captureFilter = filter
         } catch {
             logger.error("capture filter: \(error)")
         }
+    }
+
+    /// `dst host` or `dst net` terms covering `addresses` with at most `limit` terms.
+    public static func destinationTerms(for addresses: [IPAddress], limit: Int) -> [String] {
+        let v4 = addresses.compactMap { if case .v4(let a) = $0 { a } else { nil } }
+        let v6 = addresses.compactMap { if case .v6(let a) = $0 { a } else { nil } }
+        var terms: [String] = []
+        for length in [32, 28, 24, 20, 16, 8, 0] {
+            let prefixes = Set(v4.map { length == 0 ? 0 : $0.value & (UInt32.max << UInt32(32 - length)) })
+            if prefixes.count <= limit / 2 || length == 0 {
+                terms += prefixes.sorted().map { prefix in
+                    length == 32
+                        ? "dst host \(IPv4Address(value: prefix))" : "dst net \(IPv4Address(value: prefix))/\(length)"
+                }
+                break
+            }
+        }
+        if v4.isEmpty { terms.removeAll() }
+        var v6Terms: [String] = []
+        for length in [128, 120, 112, 104, 96, 80, 64, 48, 0] {
+            let prefixes = Set(
+                v6.map { address -> IPv6Address in
+                    if length >= 64 {
+                        let mask = length == 128 ? UInt64.max : UInt64.max << UInt64(128 - length)
+                        return IPv6Address(high: address.high, low: address.low & mask)
+                    }
+                    let mask = length == 0 ? 0 : UInt64.max << UInt64(64 - length)
+                    return IPv6Address(high: address.high & mask, low: 0)
+                })
+            if prefixes.count <= limit / 2 || length == 0 {
+                v6Terms = prefixes.sorted().map { prefix in
+                    length == 128 ? "dst host \(prefix)" : "dst net \(prefix)/\(length)"
+                }
+                break
+            }
+        }
+        if v6.isEmpty { v6Terms.removeAll() }
+        return terms + v6Terms
     }
 
     private func joinGroup(_ group: IPv6Address) {

@@ -1,0 +1,237 @@
+import DNSWire
+import Foundation
+import Frames
+import NetworkAddresses
+import SleepProxyCore
+import SleepProxyDaemon
+import TestLab
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The daemon in a lab, for the take-over benchmarks: started, and its log readable.
+func startBenchmarkDaemon(_ lab: Lab) async throws -> LabProcess? {
+    let daemonPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        .appendingPathComponent("sleepproxyd").path
+    guard FileManager.default.isExecutableFile(atPath: daemonPath) else {
+        print("benchmark skipped: build sleepproxyd first (swift build -c release)")
+        return nil
+    }
+    let daemon = try lab.spawn(
+        .proxy,
+        [
+            daemonPath, "--interface", "eth0", "--state-dir", lab.workDirectory + "/state", "--registration-port",
+            "5354", "--maximum-records", "100000", "--log-level", "info", "--no-advertise",
+        ])
+    _ = try await eventually("sleepproxyd to start", within: .seconds(10)) {
+        daemon.stderr.contains("registrations on UDP port") ? true : nil
+    }
+    return daemon
+}
+
+/// Registers one host per address, each with ssh, from the sleeper's address; MACs 02:44:00:00:hi:lo.
+func registerHosts(_ lab: Lab, addresses: [IPAddress]) throws {
+    let client = try lab.withNamespace(.sleeper) { try DatagramSocket(family: .ipv4, interface: "eth0", port: 0) }
+    defer { client.close() }
+    let proxy = Endpoint(address: IPAddress(lab.host(.proxy).ipv4)!, port: 5354)
+    let source = IPAddress(lab.host(.sleeper).ipv4)!
+    var outstanding = 0
+    for (index, address) in addresses.enumerated() {
+        let host = try DNSName(labels: ["bench\(index)", "local"])
+        let instance = try DNSName(labels: ["bench\(index)", "_ssh", "_tcp", "local"])
+        let records: [DNSRecord] = [
+            DNSRecord(name: ReverseMapping.name(of: address), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
+            DNSRecord(name: instance, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 22, target: host))),
+            DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
+        ]
+        let bytes = try DNSMessage(
+            id: UInt16(truncatingIfNeeded: index + 1), flags: DNSFlags(response: false, opcode: .update),
+            authorities: records,
+            additionals: [
+                .opt(
+                    EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
+                    options: [
+                        .updateLease(UpdateLease(lease: 7200)),
+                        .owner(OwnerOption(sequence: 1, primaryMAC: benchmarkMAC(index))),
+                    ])
+            ]
+        ).encoded(compression: .exceptSRVTargets)
+        try client.send(bytes, to: proxy, scopeID: 0, from: source, interfaceIndex: 0)
+        outstanding += 1
+        // Keep a window of 32 registrations in flight.
+        while outstanding >= 32 || (index == addresses.count - 1 && outstanding > 0) {
+            if try client.receive() != nil {
+                outstanding -= 1
+            } else {
+                var descriptor = pollfd(fd: client.fileDescriptor, events: Int16(POLLIN), revents: 0)
+                guard poll(&descriptor, 1, 15_000) > 0 else { throw TimeoutError("registrations went unanswered") }
+            }
+        }
+    }
+}
+
+func durationSeconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+func benchmarkMAC(_ index: Int) -> MACAddress {
+    MACAddress(0x02, 0x44, 0, 0, UInt8(index >> 8 & 0xFF), UInt8(index & 0xFF))
+}
+
+func synFrame(from lab: Lab, to address: IPAddress, sourcePort: UInt16) -> [UInt8] {
+    let waker = lab.host(.waker)
+    let wakerMAC = MACAddress(waker.macString)!
+    let proxyMAC = MACAddress(lab.host(.proxy).macString)!
+    let segment = TCPSegment(sourcePort: sourcePort, destinationPort: 22, sequenceNumber: 1, flags: .syn)
+    switch address {
+    case .v4(let v4):
+        return EthernetFrame.tcp(
+            segment, sourceAddress: IPv4Address(waker.ipv4)!, destinationAddress: v4, source: wakerMAC,
+            destination: proxyMAC
+        ).serialized()
+    case .v6(let v6):
+        return EthernetFrame.tcp(
+            segment, sourceAddress: IPv6Address(waker.ula)!, destinationAddress: v6, source: wakerMAC,
+            destination: proxyMAC
+        ).serialized()
+    }
+}
+
+/// Wake latency: from the SYN on the proxy's wire to the first magic packet on it, over `wakes` hosts, each
+/// woken once (a host is woken by one sequence at a time).
+func runWakeLatencyBenchmark(wakes: Int = 40) async throws {
+    if let reason = Lab.unsupportedReason {
+        print("wake benchmark skipped: \(reason)")
+        return
+    }
+    try await Lab.withLab { lab in
+        guard let daemon = try await startBenchmarkDaemon(lab) else { return }
+        defer { daemon.signal(SIGTERM) }
+        let addresses = (0..<wakes).map { IPAddress.v4(IPv4Address(10, 77, 0, UInt8(100 + $0))) }
+        try registerHosts(lab, addresses: addresses)
+        // Probes and announcements end about 11 s after the registrations: measure after them.
+        try await Task.sleep(for: .seconds(12))
+
+        let wire = try lab.withNamespace(.proxy) {
+            try PacketCapture(interface: "eth0", options: PacketCapture.Options(direction: .both))
+        }
+        defer { wire.close() }
+        try wire.setFilter("(tcp dst port 22 and tcp[tcpflags] & tcp-syn != 0) or ether proto 0x0842")
+        let injector = try lab.withNamespace(.waker) { try PacketCapture(interface: "eth0") }
+        defer { injector.close() }
+
+        let collector = Task {
+            var syn: [IPAddress: Duration] = [:]
+            var magic: [MACAddress: Duration] = [:]
+            for await frame in wire.frames {
+                guard let parsed = try? EthernetFrame(parsing: frame.bytes) else { continue }
+                if let target = parsed.magicPacket?.target, magic[target] == nil {
+                    magic[target] = frame.timestamp
+                } else if parsed.tcp != nil, let ipv4 = parsed.ipv4, syn[.v4(ipv4.header.destination)] == nil {
+                    syn[.v4(ipv4.header.destination)] = frame.timestamp
+                }
+                if magic.count == addresses.count { break }
+            }
+            return (syn, magic)
+        }
+        for (index, address) in addresses.enumerated() {
+            try injector.inject(synFrame(from: lab, to: address, sourcePort: UInt16(40_000 + index)))
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await Task.sleep(for: .seconds(1))
+        wire.close()
+        let (syn, magic) = await collector.value
+        var latencies: [Double] = []
+        for (index, address) in addresses.enumerated() {
+            guard let start = syn[address], let end = magic[benchmarkMAC(index)] else { continue }
+            latencies.append(durationSeconds(end - start) * 1000)
+        }
+        latencies.sort()
+        func percentile(_ p: Double) -> String {
+            guard !latencies.isEmpty else { return "n/a" }
+            let index = min(latencies.count - 1, Int((Double(latencies.count) * p).rounded(.up)) - 1)
+            return String(format: "%.3f", latencies[index])
+        }
+        print("wake_samples: \(latencies.count) of \(addresses.count)")
+        print("wake_latency_p50_ms: \(percentile(0.5))")
+        print("wake_latency_p99_ms: \(percentile(0.99))")
+        print("wake_latency_max_ms: \(String(format: "%.3f", latencies.last ?? .nan))")
+    }
+}
+
+/// Capture capacity: 4,096 held IPv6 addresses, a flood of SYNs to addresses that are not held at `rate` per
+/// second for `seconds`, and one SYN to a held host in the middle of it.
+func runCaptureCapacityBenchmark(held: Int = 4_096, rate: Int = 10_000, seconds: Int = 10) async throws {
+    if let reason = Lab.unsupportedReason {
+        print("capture benchmark skipped: \(reason)")
+        return
+    }
+    try await Lab.withLab { lab in
+        guard let daemon = try await startBenchmarkDaemon(lab) else { return }
+        let addresses = (0..<held).map {
+            IPAddress.v6(IPv6Address(high: 0xFD77_0000_0000_0000, low: 0x1_0000 + UInt64($0)))
+        }
+        let clock = ContinuousClock()
+        let registrationStart = clock.now
+        do {
+            try registerHosts(lab, addresses: addresses)
+        } catch {
+            let saved = "/tmp/sleepproxy-capture-benchmark-daemon.log"
+            try? daemon.stderr.write(toFile: saved, atomically: true, encoding: .utf8)
+            FileHandle.standardError.write(
+                Data("capture benchmark failed: \(error); the daemon's log is in \(saved)\n".utf8))
+            throw error
+        }
+        print("capture_held_addresses: \(held)")
+        print("capture_registration_seconds: \(String(format: "%.2f", durationSeconds(clock.now - registrationStart)))")
+        // Let the 4,096 take-overs (7 frames each) run their course first.
+        try await Task.sleep(for: .seconds(13))
+
+        let injector = try lab.withNamespace(.waker) { try PacketCapture(interface: "eth0") }
+        defer { injector.close() }
+        var flood: [[UInt8]] = []
+        for index in 0..<1_000 {
+            let stranger = IPAddress.v6(IPv6Address(high: 0xFD77_0000_0000_0000, low: 0x9_0000 + UInt64(index)))
+            flood.append(synFrame(from: lab, to: stranger, sourcePort: UInt16(20_000 + index)))
+        }
+        let heldTarget = addresses[held / 2]
+        let batch = max(1, rate / 100)
+        var sent = 0
+        let start = clock.now
+        for tick in 0..<(seconds * 100) {
+            for _ in 0..<batch {
+                try injector.inject(flood[sent % flood.count])
+                sent += 1
+            }
+            if tick == seconds * 50 {
+                try injector.inject(synFrame(from: lab, to: heldTarget, sourcePort: 33_333))
+            }
+            let due = start + .milliseconds(10 * (tick + 1))
+            if clock.now < due { try await Task.sleep(until: due, clock: clock) }
+        }
+        let elapsed = clock.now - start
+        let achieved = Double(sent) / durationSeconds(elapsed)
+        try await Task.sleep(for: .seconds(1))
+        daemon.signal(SIGTERM)
+        _ = daemon.wait(timeout: .seconds(10))
+        let log = daemon.stderr
+        try? log.write(toFile: "/tmp/sleepproxy-capture-benchmark-daemon.log", atomically: true, encoding: .utf8)
+        let woke = log.contains("waking") && log.contains("port 22")
+        print("capture_flood_frames_sent: \(sent)")
+        print("capture_flood_rate_per_second: \(Int(achieved))")
+        print("capture_held_host_woken_during_flood: \(woke ? "yes" : "no")")
+        if let line = log.split(separator: "\n").last(where: { $0.contains("capture statistics") }) {
+            let numbers = line.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
+            if numbers.count >= 4 {
+                let tail = Array(numbers.suffix(4))
+                print("capture_received: \(tail[0])")
+                print("capture_dropped_by_kernel: \(tail[1])")
+                print("capture_dropped_by_interface: \(tail[2])")
+                print("capture_dropped_by_daemon: \(tail[3])")
+            }
+        } else {
+            print("capture_statistics: missing from the daemon's log")
+        }
+    }
+}
