@@ -126,4 +126,53 @@ struct TakeoverLabTests {
             #expect(!after.stdout.contains("PERMANENT"), "\(after.stdout)")
         }
     }
+
+    /// IPv6 too: the proxy claims the sleeper's ULA with Neighbour Discovery, so the waker's neighbour entry for
+    /// it points at the proxy.
+    @Test func ipv6AddressesAreTakenOverWithNeighbourDiscovery() async throws {
+        try await Lab.withLab { lab in
+            let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
+            defer { daemon.signal(SIGTERM) }
+            let sleeper = lab.host(.sleeper)
+            let ula = try #require(IPv6Address(sleeper.ula))
+            // The sleeper registers its ULA's reverse mapping along with its name and ssh.
+            let client = try lab.withNamespace(.sleeper) {
+                try DatagramSocket(family: .ipv4, interface: "eth0", port: 0)
+            }
+            defer { client.close() }
+            let host: DNSName = "Sleeper.local."
+            let records: [DNSRecord] = [
+                DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .aaaa(ula)),
+                DNSRecord(name: ReverseMapping.name(of: .v6(ula)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
+            ]
+            let mac = try #require(MACAddress(sleeper.macString))
+            let bytes = try DNSMessage(
+                id: 0x6666, flags: DNSFlags(response: false, opcode: .update), authorities: records,
+                additionals: [
+                    .opt(
+                        EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
+                        options: [
+                            .updateLease(UpdateLease(lease: 7200)), .owner(OwnerOption(sequence: 1, primaryMAC: mac)),
+                        ])
+                ]
+            ).encoded(compression: .exceptSRVTargets)
+            try client.send(
+                bytes, to: Endpoint(address: try #require(IPAddress(lab.host(.proxy).ipv4)), port: 5354), scopeID: 0,
+                from: try #require(IPAddress(sleeper.ipv4)), interfaceIndex: 0)
+            _ = try await eventually("the registration's reply", within: .seconds(5)) { try client.receive() }
+            try lab.sleep(.sleeper)
+            _ = try await eventually("the take-over of \(sleeper.ula)", within: .seconds(15)) {
+                daemon.stderr.contains("took over \(sleeper.ula)") ? true : nil
+            }
+            // The waker solicits the address (a ping makes it) and learns the proxy's MAC.
+            _ = try await lab.run(.waker, ["ping", "-6", "-c", "1", "-W", "2", sleeper.ula])
+            let neighbour = try await eventually("the waker's neighbour entry", within: .seconds(5)) {
+                let entry = try await lab.run(.waker, ["ip", "-6", "neigh", "show", sleeper.ula, "dev", "eth0"])
+                return entry.stdout.contains("lladdr") ? entry.stdout : nil
+            }
+            #expect(neighbour.lowercased().contains(lab.host(.proxy).macString.lowercased()), "\(neighbour)")
+            // A ping is no reason to wake anyone.
+            #expect(!daemon.stderr.contains("waking"), "\(daemon.stderr)")
+        }
+    }
 }
