@@ -46,9 +46,6 @@ public enum Action: Hashable, Sendable {
     case sendMDNS(MDNSTransmission)
     /// Write a log line.
     case log(LogLevel, String)
-    /// An owner's lease ran out and its records were dropped. Waking it and saying goodbye belong to the shell
-    /// once those exist.
-    case leaseExpired(Owner)
     /// Put a frame on the wire (ARP, Neighbour Discovery, magic packets), with our MAC as its source.
     case injectFrame(InterfaceName, [UInt8])
     /// The set of held addresses on an interface changed: the capture filter follows it.

@@ -300,7 +300,6 @@ public struct SleepProxyCore: Sendable {
                 detail: "lease ended; waking the host so that it registers again")
             actions += [
                 .store(.appendEvent(event)), .log(.notice, "expired \(owner.key): \(event.detail)"),
-                .leaseExpired(owner),
             ]
             // Apple's proxy always wakes a host whose lease ends (PROTOCOL.md section 3.7).
             actions += startWake(owner.key, now: now, reason: "lease expired")

@@ -341,8 +341,6 @@ public final class Daemon: @unchecked Sendable {
                 logger.log(level: Self.level(level), "\(text)")
             case .sendMDNS(let transmission):
                 sendMDNS(transmission)
-            case .leaseExpired:
-                break
             case .injectFrame(_, let bytes):
                 inject(bytes)
             case .proxiedAddressesChanged:
