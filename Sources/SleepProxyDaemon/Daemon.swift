@@ -155,16 +155,16 @@ public final class Daemon: @unchecked Sendable {
         queue.sync {
             for socket in sockets {
                 let source = DispatchSource.makeReadSource(fileDescriptor: socket.fileDescriptor, queue: queue)
-                source.setEventHandler { [unowned self] in self.drain(socket) }
+                source.setEventHandler { [weak self] in self?.drain(socket) }
                 source.activate()
                 sources.append(source)
             }
             for signalNumber in [SIGTERM, SIGINT] {
                 signal(signalNumber, SIG_IGN)
                 let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
-                source.setEventHandler { [unowned self] in
-                    logger.notice("received signal \(signalNumber), stopping; leases are kept")
-                    self.stop()
+                source.setEventHandler { [weak self] in
+                    self?.logger.notice("received signal \(signalNumber), stopping; leases are kept")
+                    self?.stop()
                 }
                 source.activate()
                 sources.append(source)
@@ -187,9 +187,10 @@ public final class Daemon: @unchecked Sendable {
             }
             if let capture {
                 let queue = self.queue
-                captureTask = Task { [unowned self] in
+                // Frames still queued when the daemon stops find it gone: weak, never unowned.
+                captureTask = Task { [weak self] in
                     for await frame in capture.frames {
-                        queue.async { self.handleCaptured(frame) }
+                        queue.async { [weak self] in self?.handleCaptured(frame) }
                     }
                 }
             }
@@ -206,7 +207,7 @@ public final class Daemon: @unchecked Sendable {
             // Interface addresses change (DHCP, SLAAC): refresh what is on-link now and then.
             let refresh = DispatchSource.makeTimerSource(queue: queue)
             refresh.schedule(deadline: .now() + .seconds(10), repeating: .seconds(10))
-            refresh.setEventHandler { [unowned self] in self.refreshLink() }
+            refresh.setEventHandler { [weak self] in self?.refreshLink() }
             refresh.activate()
             sources.append(refresh)
             scheduleExpiry()
@@ -311,7 +312,7 @@ public final class Daemon: @unchecked Sendable {
         let delay = max(0, deadline.nanoseconds - Self.now().nanoseconds)
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + .nanoseconds(Int(min(delay, Int64(Int32.max) * 1_000_000))))
-        timer.setEventHandler { [unowned self] in self.expire() }
+        timer.setEventHandler { [weak self] in self?.expire() }
         timer.activate()
         expiryTimer = timer
     }
