@@ -73,7 +73,7 @@ struct RegistrationDaemonLabTests {
                 let (bytes, records) = try Self.registration(index: index, id: id)
                 let at = Self.now()
                 try client.send(bytes, to: proxyEndpoint, scopeID: 0, from: sleeperAddress, interfaceIndex: 0)
-                let reply = try #require(try receive(on: client, within: .seconds(5)), "no reply to #\(index)")
+                let reply = try await nextDatagram(from: client, within: .seconds(5))
                 #expect(reply.bytes == Self.expectedReply(id: id, lease: 7200), "reply #\(index)")
                 #expect(reply.source == proxyEndpoint)
                 sent[index] = (records, at)
@@ -104,7 +104,7 @@ struct RegistrationDaemonLabTests {
             // A refusal is silent: no reply, but a line in the log saying why.
             let (zero, _) = try Self.registration(index: 200, id: 0x2000, lease: 0)
             try client.send(zero, to: proxyEndpoint, scopeID: 0, from: sleeperAddress, interfaceIndex: 0)
-            #expect(try receive(on: client, within: .seconds(1)) == nil)
+            await #expect(throws: TimeoutError.self) { try await nextDatagram(from: client, within: .seconds(1)) }
             try await waitFor(daemon, "zero-lease")
 
             daemon.signal(SIGTERM)
@@ -134,7 +134,7 @@ struct RegistrationDaemonLabTests {
                 let (bytes, _) = try Self.registration(index: 300 + number, id: id)
                 let destination = Endpoint(address: target, port: Self.port)
                 try client.send(bytes, to: destination, scopeID: scope, from: source, interfaceIndex: index)
-                let reply = try #require(try receive(on: client, within: .seconds(5)), "no reply via \(target)")
+                let reply = try await nextDatagram(from: client, within: .seconds(5))
                 #expect(reply.source == destination)
                 #expect(reply.bytes == Self.expectedReply(id: id, lease: 7200))
             }
@@ -180,19 +180,5 @@ struct RegistrationDaemonLabTests {
             }
             try await Task.sleep(for: .milliseconds(20))
         }
-    }
-
-    /// Waits for a datagram on `socket` for at most `timeout`.
-    func receive(on socket: DatagramSocket, within timeout: Duration) throws -> ReceivedDatagram? {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let datagram = try socket.receive() { return datagram }
-            var descriptor = pollfd(fd: socket.fileDescriptor, events: Int16(POLLIN), revents: 0)
-            let left = deadline - ContinuousClock.now
-            let milliseconds = max(
-                1, Int32(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
-            _ = poll(&descriptor, 1, milliseconds)
-        }
-        return try socket.receive()
     }
 }

@@ -41,18 +41,14 @@ struct ResponderLabTests {
     }
 
     /// Registers the sleeper with the daemon, then puts it to sleep (no addresses, no answers of its own).
-    static func registerAndSleep(_ lab: Lab) throws {
+    static func registerAndSleep(_ lab: Lab) async throws {
         let client = try lab.withNamespace(.sleeper) { try DatagramSocket(family: .ipv4, interface: "eth0", port: 0) }
         defer { client.close() }
         let proxy = Endpoint(address: try #require(IPAddress(lab.host(.proxy).ipv4)), port: 5354)
         try client.send(
             try sleeperRegistration(lab), to: proxy, scopeID: 0, from: try #require(IPAddress(lab.host(.sleeper).ipv4)),
             interfaceIndex: 0)
-        let deadline = ContinuousClock.now + .seconds(5)
-        while try client.receive() == nil {
-            guard ContinuousClock.now < deadline else { throw TimeoutError("no reply to the registration") }
-            usleep(10_000)
-        }
+        _ = try await nextDatagram(from: client, within: .seconds(5))
         try lab.sleep(.sleeper)
     }
 
@@ -75,7 +71,7 @@ struct ResponderLabTests {
         try await Lab.withLab { lab in
             let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
             defer { daemon.signal(SIGTERM) }
-            try Self.registerAndSleep(lab)
+            try await Self.registerAndSleep(lab)
 
             let a = try await dig(lab, ["sleeper.local", "A"])
             #expect(a.contains("status: NOERROR"), "\(a)")

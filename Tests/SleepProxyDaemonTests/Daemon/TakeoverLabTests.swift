@@ -28,7 +28,7 @@ struct TakeoverLabTests {
             defer { nic.close() }
             try nic.setFilter("ether proto 0x0842")
 
-            try ResponderLabTests.registerAndSleep(lab)
+            try await ResponderLabTests.registerAndSleep(lab)
             _ = try await eventually("the take-over of \(sleeper.ipv4)", within: .seconds(15)) {
                 daemon.stderr.contains("took over \(sleeper.ipv4)") ? true : nil
             }
@@ -86,7 +86,7 @@ struct TakeoverLabTests {
             let nic = try lab.withNamespace(.sleeper) { try PacketCapture(interface: "eth0") }
             defer { nic.close() }
             try nic.setFilter("ether proto 0x0842")
-            try ResponderLabTests.registerAndSleep(lab)
+            try await ResponderLabTests.registerAndSleep(lab)
             daemon.signal(SIGTERM)
             #expect(daemon.wait(timeout: .seconds(5)) == 0)
             let frame = try await firstElement(of: nic.frames, within: .seconds(5), "a magic packet at exit") { _ in
@@ -106,7 +106,7 @@ struct TakeoverLabTests {
             let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
             defer { daemon.signal(SIGTERM) }
             let sleeper = lab.host(.sleeper)
-            try ResponderLabTests.registerAndSleep(lab)
+            try await ResponderLabTests.registerAndSleep(lab)
             _ = try await eventually("the take-over of \(sleeper.ipv4)", within: .seconds(15)) {
                 daemon.stderr.contains("took over \(sleeper.ipv4)") ? true : nil
             }
@@ -159,7 +159,7 @@ struct TakeoverLabTests {
             try client.send(
                 bytes, to: Endpoint(address: try #require(IPAddress(lab.host(.proxy).ipv4)), port: 5354), scopeID: 0,
                 from: try #require(IPAddress(sleeper.ipv4)), interfaceIndex: 0)
-            _ = try await eventually("the registration's reply", within: .seconds(5)) { try client.receive() }
+            _ = try await nextDatagram(from: client, within: .seconds(5))
             try lab.sleep(.sleeper)
             _ = try await eventually("the take-over of \(sleeper.ula)", within: .seconds(15)) {
                 daemon.stderr.contains("took over \(sleeper.ula)") ? true : nil

@@ -70,7 +70,7 @@ struct DatagramSocketLabTests {
             // Deprecated (preferred lifetime 0), so the kernel never picks it as a source on its own.
             if family == .ipv6 { command += ["nodad", "preferred_lft", "0"] }
             let result = try await lab.run(.proxy, command)
-            guard result.succeeded else { throw SocketTestError("cannot add \(address(of: proxy)): \(result)") }
+            guard result.succeeded else { throw TestFailure("cannot add \(address(of: proxy)): \(result)") }
         }
     }
 
@@ -307,7 +307,7 @@ struct DatagramSocketLabTests {
                     // Capabilities are per thread; this thread ends right after.
                     try dropEffectiveCapability(capNetRaw)
                     guard try effectiveCapabilities() & (1 << capNetRaw) == 0 else {
-                        throw SocketTestError("CAP_NET_RAW is still effective")
+                        throw TestFailure("CAP_NET_RAW is still effective")
                     }
                     do {
                         let socket = try DatagramSocket(family: .ipv6, interface: Lab.interfaceName, port: 0)
@@ -432,70 +432,6 @@ struct DatagramSocketLabTests {
 
 // MARK: - Helpers
 
-/// A failure in this file's helpers.
-private struct SocketTestError: Error, CustomStringConvertible {
-    let description: String
-
-    init(_ description: String) {
-        self.description = description
-    }
-}
-
-/// Parses `text` as an address or fails the test.
-private func ip(_ text: String) throws -> IPAddress {
-    try #require(IPAddress(text), "not an IP address: \(text)")
-}
-
-/// The next datagram on `socket`, waiting on its descriptor with `poll` for at most `timeout`.
-private func nextDatagram(
-    from socket: DatagramSocket,
-    within timeout: Duration = .seconds(5)
-) async throws -> ReceivedDatagram {
-    let deadline = ContinuousClock.now + timeout
-    while true {
-        if let datagram = try socket.receive() { return datagram }
-        let remaining = deadline - ContinuousClock.now
-        guard remaining > .zero else {
-            throw TimeoutError("no datagram on UDP port \(socket.localPort) within \(timeout)")
-        }
-        try await waitReadable(socket.fileDescriptor, timeout: remaining)
-    }
-}
-
-/// Blocks a Dispatch thread (not the cooperative pool) in `poll` until `descriptor` is readable or `timeout`
-/// passes.
-private func waitReadable(_ descriptor: Int32, timeout: Duration) async throws {
-    let milliseconds = Int32(clamping: Int((timeout / .milliseconds(1)).rounded(.up)))
-    let result: Int32 = await withCheckedContinuation { continuation in
-        DispatchQueue.global().async {
-            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            var ready: Int32
-            repeat {
-                ready = poll(&entry, 1, milliseconds)
-            } while ready < 0 && errno == EINTR
-            continuation.resume(returning: ready < 0 ? -errno : ready)
-        }
-    }
-    if result < 0 {
-        throw SocketTestError("poll failed: \(String(cString: strerror(-result)))")
-    }
-}
-
-/// Re-evaluates `condition` every 10 ms until it holds, for at most `timeout`.
-private func waitUntil(
-    _ what: String,
-    within timeout: Duration = .seconds(5),
-    _ condition: () throws -> Bool
-) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while try !condition() {
-        guard ContinuousClock.now < deadline else {
-            throw TimeoutError("timed out after \(timeout) waiting for \(what)")
-        }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-}
-
 /// The kernel's count of UDP datagrams that found no socket, for the calling thread's network namespace.
 private func udpNoPorts(_ family: DatagramSocket.Family) throws -> Int {
     if family == .ipv4 {
@@ -560,16 +496,16 @@ private enum UDPClient {
 
     private static func run(_ lab: Lab, _ role: Lab.Role, _ arguments: [String]) async throws -> Output {
         let result = try await lab.run(role, ["python3", "-c", script] + arguments)
-        guard result.succeeded else { throw SocketTestError("UDP client failed: \(result)") }
+        guard result.succeeded else { throw TestFailure("UDP client failed: \(result)") }
         let lines = result.stdout.split(separator: "\n")
         guard let first = lines.first, let localPort = UInt16(first) else {
-            throw SocketTestError("UDP client printed no port: \(result)")
+            throw TestFailure("UDP client printed no port: \(result)")
         }
         var output = Output(localPort: localPort)
         if lines.count > 1 {
             let fields = lines[1].split(separator: " ", maxSplits: 2).map(String.init)
             guard fields.count == 3 else {
-                throw SocketTestError("cannot parse the UDP client's reply line: \(result)")
+                throw TestFailure("cannot parse the UDP client's reply line: \(result)")
             }
             output.replyAddress = fields[0]
             output.replyPort = UInt16(fields[1])
@@ -587,7 +523,7 @@ private struct PlainSocket {
     init(family: DatagramSocket.Family) throws {
         let addressFamily = family == .ipv4 ? AF_INET : AF_INET6
         let descriptor = socket(addressFamily, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw SocketTestError("socket: \(String(cString: strerror(errno)))") }
+        guard descriptor >= 0 else { throw TestFailure("socket: \(String(cString: strerror(errno)))") }
         var storage = sockaddr_storage()
         storage.ss_family = sa_family_t(addressFamily)
         let length = socklen_t(
@@ -602,7 +538,7 @@ private struct PlainSocket {
         guard bound else {
             let reason = String(cString: strerror(errno))
             Glibc.close(descriptor)
-            throw SocketTestError("bind: \(reason)")
+            throw TestFailure("bind: \(reason)")
         }
         self.descriptor = descriptor
         // sin_port and sin6_port both sit at offset 2, in network order.
@@ -614,77 +550,20 @@ private struct PlainSocket {
     }
 }
 
-// MARK: Capabilities
-
-private let capNetRaw: UInt32 = 13
-
-/// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
-private let capabilityVersion3: UInt32 = 0x2008_0522
-
-private typealias CapabilityCall = @convention(c) (UnsafeMutableRawPointer, UnsafeMutableRawPointer) -> Int32
-
-/// glibc exports `capget` and `capset` but declares them in no header the Glibc module has.
-private func capabilityFunction(_ name: String) throws -> CapabilityCall {
-    guard let symbol = dlsym(nil, name) else { throw SocketTestError("glibc has no \(name)") }
-    return unsafeBitCast(symbol, to: CapabilityCall.self)
-}
-
-/// Header (version, pid: 0 is the calling thread) and two sets of (effective, permitted, inheritable).
-private func withCapabilities<Result>(_ body: (UnsafeMutableRawPointer, UnsafeMutablePointer<UInt32>) throws -> Result)
-    throws -> Result
-{
-    var header: [UInt32] = [capabilityVersion3, 0]
-    var data = [UInt32](repeating: 0, count: 6)
-    return try header.withUnsafeMutableBytes { headerBytes in
-        try data.withUnsafeMutableBufferPointer { words in
-            let capget = try capabilityFunction("capget")
-            guard capget(headerBytes.baseAddress!, UnsafeMutableRawPointer(words.baseAddress!)) == 0 else {
-                throw SocketTestError("capget: \(String(cString: strerror(errno)))")
-            }
-            return try body(headerBytes.baseAddress!, words.baseAddress!)
-        }
-    }
-}
-
-/// Removes `capability` from the calling thread's effective set.
-private func dropEffectiveCapability(_ capability: UInt32) throws {
-    try withCapabilities { header, words in
-        words[0] &= ~(1 << capability)
-        let capset = try capabilityFunction("capset")
-        guard capset(header, UnsafeMutableRawPointer(words)) == 0 else {
-            throw SocketTestError("capset: \(String(cString: strerror(errno)))")
-        }
-    }
-}
-
-/// The low 32 bits of the calling thread's effective set.
-private func effectiveCapabilities() throws -> UInt32 {
-    try withCapabilities { _, words in words[0] }
-}
+// MARK: Kernel
 
 /// The running kernel's major and minor version.
 private func kernelVersion() throws -> [Int] {
     var name = utsname()
-    guard uname(&name) == 0 else { throw SocketTestError("uname: \(String(cString: strerror(errno)))") }
+    guard uname(&name) == 0 else { throw TestFailure("uname: \(String(cString: strerror(errno)))") }
     let release = withUnsafeBytes(of: name.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
     let numbers = release.split(whereSeparator: { !$0.isNumber }).prefix(2).compactMap { Int($0) }
-    guard numbers.count == 2 else { throw SocketTestError("cannot parse the kernel release \(release)") }
+    guard numbers.count == 2 else { throw TestFailure("cannot parse the kernel release \(release)") }
     return numbers
 }
 
 extension [Int] {
     fileprivate static func >= (lhs: [Int], rhs: [Int]) -> Bool {
         !lhs.lexicographicallyPrecedes(rhs)
-    }
-}
-
-/// Runs `body` on a new thread that ends afterwards, so per-thread state it changes (capabilities, network
-/// namespace) dies with it.
-private func onFreshThread<Value: Sendable>(_ body: @escaping @Sendable () throws -> Value) async throws -> Value {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread {
-            continuation.resume(with: Result { try body() })
-        }
-        thread.start()
     }
 }

@@ -363,19 +363,6 @@ extension MulticastDNSSocketLabTests {
 
 // MARK: - Helpers
 
-/// A failure in this file's helpers.
-private struct MulticastTestError: Error, CustomStringConvertible {
-    let description: String
-
-    init(_ description: String) {
-        self.description = description
-    }
-}
-
-private func ip(_ text: String) throws -> IPAddress {
-    try #require(IPAddress(text), "not an IP address: \(text)")
-}
-
 private func proxySource(_ proxy: LabHost, _ family: DatagramSocket.Family) -> IPAddress? {
     IPAddress(family == .ipv4 ? proxy.ipv4 : proxy.ipv6LinkLocal)
 }
@@ -384,41 +371,6 @@ private func proxySource(_ proxy: LabHost, _ family: DatagramSocket.Family) -> I
 private func openSocket(_ lab: Lab, _ family: DatagramSocket.Family) throws -> MulticastDNSSocket {
     try lab.withNamespace(.proxy) {
         try MulticastDNSSocket(family: family, interfaceIndex: try NetworkInterface.named(Lab.interfaceName).index)
-    }
-}
-
-/// The next datagram on `socket`, waiting on its descriptor with `poll` for at most `timeout`.
-private func nextDatagram(
-    from socket: MulticastDNSSocket,
-    within timeout: Duration = .seconds(20)
-) async throws -> ReceivedDatagram {
-    let deadline = ContinuousClock.now + timeout
-    while true {
-        if let datagram = try socket.receive() { return datagram }
-        let remaining = deadline - ContinuousClock.now
-        guard remaining > .zero else {
-            throw TimeoutError("no datagram on \(socket.group) within \(timeout)")
-        }
-        try await waitReadable(socket.fileDescriptor, timeout: remaining)
-    }
-}
-
-/// Blocks a Dispatch thread (not the cooperative pool) in `poll` until `descriptor` is readable or `timeout`
-/// passes.
-private func waitReadable(_ descriptor: Int32, timeout: Duration) async throws {
-    let milliseconds = Int32(clamping: Int((timeout / .milliseconds(1)).rounded(.up)))
-    let result: Int32 = await withCheckedContinuation { continuation in
-        DispatchQueue.global().async {
-            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            var ready: Int32
-            repeat {
-                ready = poll(&entry, 1, milliseconds)
-            } while ready < 0 && errno == EINTR
-            continuation.resume(returning: ready < 0 ? -errno : ready)
-        }
-    }
-    if result < 0 {
-        throw MulticastTestError("poll failed: \(String(cString: strerror(-result)))")
     }
 }
 
@@ -437,7 +389,7 @@ private func waitForLine<Value>(
             if let value = parse(String(line)) { return value }
         }
         if process.hasExited {
-            throw MulticastTestError("\(process.arguments.first ?? "") exited before \(what): \(process.stderr)")
+            throw TestFailure("\(process.arguments.first ?? "") exited before \(what): \(process.stderr)")
         }
         guard ContinuousClock.now < deadline else {
             throw TimeoutError(
@@ -570,7 +522,7 @@ private enum WakerSender {
         let result = try await lab.run(.waker, ["python3", "-c", script, host, payload, interface])
         guard result.succeeded, let port = UInt16(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         else {
-            throw MulticastTestError("sender failed: \(result)")
+            throw TestFailure("sender failed: \(result)")
         }
         return port
     }

@@ -201,15 +201,6 @@ struct MulticastMembershipLabTests {
 
 // MARK: - Helpers
 
-/// A failure in this file's helpers.
-private struct MembershipTestError: Error, CustomStringConvertible {
-    let description: String
-
-    init(_ description: String) {
-        self.description = description
-    }
-}
-
 /// The solicited-node groups of `fd77::1:0` to `fd77::1:3e7`.
 private func thousandSolicitedNodeGroups() -> Set<IPv6Address> {
     Set((0..<1_000).map { IPv6Address(high: 0xFD77_0000_0000_0000, low: 0x1_0000 + UInt64($0)).solicitedNodeGroup })
@@ -218,7 +209,7 @@ private func thousandSolicitedNodeGroups() -> Set<IPv6Address> {
 /// The IPv6 groups of the proxy's `eth0`, from `ip -6 maddress show dev eth0`.
 private func proxyGroups(_ lab: Lab) async throws -> Set<IPv6Address> {
     let result = try await lab.run(.proxy, ["ip", "-6", "maddress", "show", "dev", Lab.interfaceName])
-    guard result.succeeded else { throw MembershipTestError("ip maddress failed: \(result)") }
+    guard result.succeeded else { throw TestFailure("ip maddress failed: \(result)") }
     var groups = Set<IPv6Address>()
     for line in result.stdout.split(separator: "\n") {
         // `\tinet6 ff02::1:ff00:1234` (with ` users 2` when several hold it).
@@ -239,7 +230,7 @@ private func groupDatagramArrives(_ lab: Lab, _ socket: DatagramSocket, payload:
             "python3", "-c", groupThenMarkerScript, "\(group)%\(Lab.interfaceName)", lab.host(.proxy).ula,
             "\(socket.localPort)", payload,
         ])
-    guard send.succeeded else { throw MembershipTestError("sender failed: \(send)") }
+    guard send.succeeded else { throw TestFailure("sender failed: \(send)") }
     var sawGroup = false
     while true {
         let datagram = try await nextDatagram(from: socket)
@@ -284,17 +275,17 @@ private func snmp6(_ name: String) throws -> Int {
     for line in text.split(separator: "\n") where line.hasPrefix(name + " ") {
         if let value = line.split(whereSeparator: \.isWhitespace).last.flatMap({ Int($0) }) { return value }
     }
-    throw MembershipTestError("no counter \(name) in /proc/thread-self/net/snmp6")
+    throw TestFailure("no counter \(name) in /proc/thread-self/net/snmp6")
 }
 
 /// Writes `text` to `path`.
 private func writeFile(_ path: String, _ text: String) throws {
     let fd = open(path, O_WRONLY | O_CLOEXEC)
-    guard fd >= 0 else { throw MembershipTestError("cannot open \(path): \(String(cString: strerror(errno)))") }
+    guard fd >= 0 else { throw TestFailure("cannot open \(path): \(String(cString: strerror(errno)))") }
     defer { close(fd) }
     let bytes = Array(text.utf8)
     guard write(fd, bytes, bytes.count) == bytes.count else {
-        throw MembershipTestError("cannot write \(path): \(String(cString: strerror(errno)))")
+        throw TestFailure("cannot write \(path): \(String(cString: strerror(errno)))")
     }
 }
 
@@ -304,55 +295,5 @@ extension Collection where Element == UInt8 {
         let bytes = Array(self)
         guard needle.count <= bytes.count else { return false }
         return (0...(bytes.count - needle.count)).contains { Array(bytes[$0..<($0 + needle.count)]) == needle }
-    }
-}
-
-/// The next datagram on `socket`, waiting on its descriptor with `poll` for at most `timeout`.
-private func nextDatagram(
-    from socket: DatagramSocket,
-    within timeout: Duration = .seconds(5)
-) async throws -> ReceivedDatagram {
-    let deadline = ContinuousClock.now + timeout
-    while true {
-        if let datagram = try socket.receive() { return datagram }
-        let remaining = deadline - ContinuousClock.now
-        guard remaining > .zero else {
-            throw TimeoutError("no datagram on UDP port \(socket.localPort) within \(timeout)")
-        }
-        try await waitReadable(socket.fileDescriptor, timeout: remaining)
-    }
-}
-
-/// Blocks a Dispatch thread (not the cooperative pool) in `poll` until `descriptor` is readable or `timeout`
-/// passes.
-private func waitReadable(_ descriptor: Int32, timeout: Duration) async throws {
-    let milliseconds = Int32(clamping: Int((timeout / .milliseconds(1)).rounded(.up)))
-    let result: Int32 = await withCheckedContinuation { continuation in
-        DispatchQueue.global().async {
-            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            var ready: Int32
-            repeat {
-                ready = poll(&entry, 1, milliseconds)
-            } while ready < 0 && errno == EINTR
-            continuation.resume(returning: ready < 0 ? -errno : ready)
-        }
-    }
-    if result < 0 {
-        throw MembershipTestError("poll failed: \(String(cString: strerror(-result)))")
-    }
-}
-
-/// Re-evaluates `condition` every 10 ms until it holds, for at most `timeout`.
-private func waitUntil(
-    _ what: String,
-    within timeout: Duration = .seconds(5),
-    _ condition: () throws -> Bool
-) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while try !condition() {
-        guard ContinuousClock.now < deadline else {
-            throw TimeoutError("timed out after \(timeout) waiting for \(what)")
-        }
-        try await Task.sleep(for: .milliseconds(10))
     }
 }

@@ -131,7 +131,7 @@ struct NeighbourTableLabTests {
                     // Capabilities are per thread; this thread ends right after.
                     try dropEffectiveCapability(capNetAdmin)
                     guard try effectiveCapabilities() & (1 << capNetAdmin) == 0 else {
-                        throw NeighbourTestError("CAP_NET_ADMIN is still effective")
+                        throw TestFailure("CAP_NET_ADMIN is still effective")
                     }
                     let table = try NeighbourTable(interfaceIndex: try NetworkInterface.named(Lab.interfaceName).index)
                     defer { table.close() }
@@ -196,20 +196,6 @@ struct NeighbourTableLabTests {
 
 // MARK: - Helpers
 
-/// A failure in this file's helpers.
-private struct NeighbourTestError: Error, CustomStringConvertible {
-    let description: String
-
-    init(_ description: String) {
-        self.description = description
-    }
-}
-
-/// Parses `text` as an address or fails the test.
-private func ip(_ text: String) throws -> IPAddress {
-    try #require(IPAddress(text), "not an IP address: \(text)")
-}
-
 /// The neighbour table of the proxy's `eth0`.
 private func openTable(_ lab: Lab) throws -> NeighbourTable {
     try lab.withNamespace(.proxy) {
@@ -228,7 +214,7 @@ private struct NeighbourLine: Sendable, Equatable {
 private func neighbour(_ lab: Lab, _ address: String) async throws -> NeighbourLine? {
     let family = address.contains(":") ? "-6" : "-4"
     let result = try await lab.run(.proxy, ["ip", family, "neigh", "show", "to", address, "dev", Lab.interfaceName])
-    guard result.succeeded else { throw NeighbourTestError("ip neigh failed: \(result)") }
+    guard result.succeeded else { throw TestFailure("ip neigh failed: \(result)") }
     let lines = result.stdout.split(separator: "\n").map(String.init).filter { !$0.isEmpty }
     guard let line = lines.first else { return nil }
     let fields = line.split(separator: " ").map(String.init)
@@ -251,62 +237,3 @@ private let udpSendScript = """
     family, _, _, _, address = socket.getaddrinfo(host, port, 0, socket.SOCK_DGRAM)[0]
     socket.socket(family, socket.SOCK_DGRAM).sendto(payload.encode(), address)
     """
-
-// MARK: Capabilities
-
-private let capNetAdmin: UInt32 = 12
-
-/// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
-private let capabilityVersion3: UInt32 = 0x2008_0522
-
-private typealias CapabilityCall = @convention(c) (UnsafeMutableRawPointer, UnsafeMutableRawPointer) -> Int32
-
-/// glibc exports `capget` and `capset` but declares them in no header the Glibc module has.
-private func capabilityFunction(_ name: String) throws -> CapabilityCall {
-    guard let symbol = dlsym(nil, name) else { throw NeighbourTestError("glibc has no \(name)") }
-    return unsafeBitCast(symbol, to: CapabilityCall.self)
-}
-
-/// Header (version, pid: 0 is the calling thread) and two sets of (effective, permitted, inheritable).
-private func withCapabilities<Result>(_ body: (UnsafeMutableRawPointer, UnsafeMutablePointer<UInt32>) throws -> Result)
-    throws -> Result
-{
-    var header: [UInt32] = [capabilityVersion3, 0]
-    var data = [UInt32](repeating: 0, count: 6)
-    return try header.withUnsafeMutableBytes { headerBytes in
-        try data.withUnsafeMutableBufferPointer { words in
-            let capget = try capabilityFunction("capget")
-            guard capget(headerBytes.baseAddress!, UnsafeMutableRawPointer(words.baseAddress!)) == 0 else {
-                throw NeighbourTestError("capget: \(String(cString: strerror(errno)))")
-            }
-            return try body(headerBytes.baseAddress!, words.baseAddress!)
-        }
-    }
-}
-
-/// Removes `capability` from the calling thread's effective set.
-private func dropEffectiveCapability(_ capability: UInt32) throws {
-    try withCapabilities { header, words in
-        words[0] &= ~(1 << capability)
-        let capset = try capabilityFunction("capset")
-        guard capset(header, UnsafeMutableRawPointer(words)) == 0 else {
-            throw NeighbourTestError("capset: \(String(cString: strerror(errno)))")
-        }
-    }
-}
-
-/// The low 32 bits of the calling thread's effective set.
-private func effectiveCapabilities() throws -> UInt32 {
-    try withCapabilities { _, words in words[0] }
-}
-
-/// Runs `body` on a new thread that ends afterwards, so per-thread state it changes (capabilities, network
-/// namespace) dies with it.
-private func onFreshThread<Value: Sendable>(_ body: @escaping @Sendable () throws -> Value) async throws -> Value {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread {
-            continuation.resume(with: Result { try body() })
-        }
-        thread.start()
-    }
-}
