@@ -64,6 +64,10 @@ public struct IPv4Header: Hashable, Sendable {
     /// True for any fragment of a fragmented datagram (more-fragments set or a non-zero offset).
     public var isFragment: Bool { flags.contains(.moreFragments) || fragmentOffset != 0 }
 
+    /// True for the first fragment of a fragmented datagram: offset 0 with more-fragments set. It carries the
+    /// transport header.
+    public var isFirstFragment: Bool { flags.contains(.moreFragments) && fragmentOffset == 0 }
+
     func write(to sink: inout some ByteSink, totalLength: Int, checksum: UInt16) {
         let length = headerLength
         sink.write(UInt8(0x40 | length / 4))
@@ -88,6 +92,24 @@ public struct IPv4Packet: Hashable, Sendable {
     public init(header: IPv4Header, payload: IPPayload) {
         self.header = header
         self.payload = payload
+    }
+
+    /// The transport header of a first fragment, read from the part of the datagram the fragment holds: a TCP
+    /// segment whose payload is what arrived so far, or a UDP datagram likewise (its length field describes the
+    /// whole datagram and is not checked). Nil for whole packets, later fragments and other protocols.
+    public var firstFragmentTransport: IPPayload? {
+        guard header.isFirstFragment, case .other(let bytes) = payload else { return nil }
+        switch header.transportProtocol {
+        case .tcp:
+            return (try? TCPSegment(parsing: bytes)).map { .tcp($0) }
+        case .udp where bytes.count >= 8:
+            return .udp(
+                UDPDatagram(
+                    sourcePort: readU16(bytes, 0), destinationPort: readU16(bytes, 2), checksum: readU16(bytes, 6),
+                    payload: Array(bytes[8...])))
+        default:
+            return nil
+        }
     }
 
     /// Decodes an IPv4 packet at the start of `bytes`; bytes after the total length are ignored.
