@@ -264,34 +264,4 @@ extension SleepProxyCore {
             (type == .any || $0.type == type) && $0.name.caseInsensitiveEquals(name)
         }
     }
-
-    /// Sends records at once to every group of the interface's families.
-    mutating func multicastNow(_ records: [DNSRecord], interface: InterfaceName) -> [Action] {
-        multicastNow(
-            message: DNSMessage(
-                id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: records),
-            interface: interface)
-    }
-
-    mutating func multicastNow(message: DNSMessage, interface: InterfaceName) -> [Action] {
-        guard let link = links[interface] else { return [] }
-        var actions: [Action] = []
-        for group in Self.groups(of: link) {
-            for bytes in Self.encode(message, truncateIfTooLarge: false) {
-                actions.append(.sendMDNS(MDNSTransmission(interface: interface, bytes: bytes, destination: group)))
-            }
-        }
-        return actions
-    }
-
-    static func groups(of link: Link) -> [Endpoint] {
-        var groups: [Endpoint] = []
-        if link.prefixes.contains(where: { if case .v4 = $0.address { true } else { false } }) {
-            groups.append(MulticastDNS.ipv4Group)
-        }
-        if link.prefixes.contains(where: { if case .v6 = $0.address { true } else { false } }) {
-            groups.append(MulticastDNS.ipv6Group)
-        }
-        return groups
-    }
 }

@@ -68,6 +68,7 @@ public struct Event: Hashable, Sendable {
     public struct Kind: Hashable, Sendable, CustomStringConvertible {
         private enum Code: String, Hashable, Sendable {
             case registered, renewed, replaced, refused, expired, released, conflict, takeover, wake
+            case wakeCancelled = "wake-cancelled"
         }
         private let code: Code
 
@@ -90,6 +91,8 @@ public struct Event: Hashable, Sendable {
         public static let takeover = Kind(code: .takeover)
         /// A held host is being woken: the detail says why (the trigger, its source, port and service).
         public static let wake = Kind(code: .wake)
+        /// A wake was called off: the host registered again while it was being woken.
+        public static let wakeCancelled = Kind(code: .wakeCancelled)
 
         public var identifier: String { code.rawValue }
 

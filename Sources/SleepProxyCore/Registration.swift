@@ -127,3 +127,221 @@ extension HeldRecord {
         }
     }
 }
+
+extension SleepProxyCore {
+    // MARK: Registration
+
+    /// Handles one registration datagram: accepts it (store changes, then the reply) or refuses it silently on
+    /// the wire (a log line and a stored event only).
+    public mutating func handleRegistration(_ datagram: RegistrationDatagram, now: UnixTime) -> [Action] {
+        var actions = expire(now: now)
+        switch accept(datagram, now: now) {
+        case .success(let accepted):
+            actions += accepted
+        case .failure(let refusal):
+            let event = Event(
+                time: now, kind: .refused, interface: datagram.interface, owner: refusal.owner,
+                source: datagram.source, reason: refusal.reason, detail: refusal.detail)
+            actions.append(.store(.appendEvent(event)))
+            if now - refusalLog.windowStart >= .seconds(60) {
+                if refusalLog.suppressed > 0 {
+                    actions.append(
+                        .log(.warning, "\(refusalLog.suppressed) more refusals in the last minute were not logged"))
+                }
+                refusalLog = (now, 0, 0)
+            }
+            if refusalLog.logged < Self.refusalLogLimit {
+                refusalLog.logged += 1
+                actions.append(
+                    .log(
+                        .warning,
+                        "refused registration from \(datagram.source) on \(datagram.interface): \(refusal.reason): \(refusal.detail)"
+                    ))
+            } else {
+                refusalLog.suppressed += 1
+            }
+        }
+        refreshHostDeadline()
+        return actions
+    }
+
+    /// Accepts a datagram whole, or refuses it whole, except for a later datagram of a registration already
+    /// answered (same sequence, same message ID): the client counts its records registered whatever we do, so
+    /// what can be held is held and the rest is logged.
+    private mutating func accept(_ datagram: RegistrationDatagram, now: UnixTime) -> Result<[Action], Refusal> {
+        guard let link = links[datagram.interface] else {
+            return .failure(Refusal(reason: .unknownInterface, detail: "interface \(datagram.interface) is not served"))
+        }
+        let registration: Registration
+        switch Registration.parse(datagram.bytes) {
+        case .success(let parsed): registration = parsed
+        case .failure(let refusal): return .failure(refusal)
+        }
+        let mac = registration.owner.primaryMAC
+        guard link.isOnLink(datagram.source.address) else {
+            return .failure(
+                Refusal(
+                    reason: .sourceOffLink,
+                    detail:
+                        "source \(datagram.source.address) is not on \(link.name) (\(link.prefixes.map(\.description).joined(separator: ", ")))",
+                    owner: mac))
+        }
+
+        let key = OwnerKey(interface: datagram.interface, primaryMAC: mac)
+        let existing = hosts[key]
+        let sequence = registration.owner.sequence
+        let sameSequence = existing?.owner.sequence == sequence
+        let laterDatagram = sameSequence && existing?.answeredIDs.contains(registration.message.id) == true
+        let granted = min(registration.lease.lease, configuration.maximumLease)
+        let expiry = now + .seconds(Int64(granted))
+
+        // Same sequence number: add to the owner's records, replacing identical ones. A new sequence number: the
+        // host woke and slept again, so its records of other sequence numbers go.
+        var records = sameSequence ? existing?.owner.records ?? [] : []
+        let replacedCount = (existing?.owner.records.count ?? 0) - records.count
+        var dropped: [String] = []
+        var newRecords: [DNSRecord] = []
+        for record in registration.records {
+            if HeldRecord.claimsUniqueName(record), let holder = uniqueHolder(of: record.name, on: key.interface),
+                holder != key
+            {
+                let why = "\(record.name) \(record.type) is held for \(holder.primaryMAC)"
+                guard laterDatagram else { return .failure(Refusal(reason: .nameHijack, detail: why, owner: mac)) }
+                dropped.append(why)
+                continue
+            }
+            if let index = records.firstIndex(where: { $0.isIdentical(to: record) }) {
+                records.remove(at: index)
+            } else {
+                newRecords.append(record)
+            }
+            records.append(HeldRecord(record: record, sequence: sequence, registeredAt: now, expiresAt: expiry))
+        }
+
+        let othersHold = recordCount - (existing?.owner.records.count ?? 0)
+        let perOwner = configuration.maximumRecordsPerOwner
+        let total = configuration.maximumRecordsTotal
+        let limits = [
+            (
+                perOwner, RefusalReason.ownerRecordLimit,
+                { (count: Int) in
+                    "owner would hold \(count) records, limit \(perOwner)"
+                }
+            ),
+            (
+                total - othersHold, RefusalReason.totalRecordLimit,
+                { (count: Int) in
+                    "proxy would hold \(othersHold + count) records, limit \(total)"
+                }
+            ),
+        ]
+        for (allowed, reason, detail) in limits where records.count > allowed {
+            guard laterDatagram else {
+                return .failure(Refusal(reason: reason, detail: detail(records.count), owner: mac))
+            }
+            // Keep what was held before and as many of the new records as fit.
+            let fresh = Set(newRecords.map(RecordIdentity.init))
+            var excess = records.count - max(allowed, 0)
+            for index in records.indices.reversed()
+            where excess > 0 && fresh.contains(RecordIdentity(records[index].record)) {
+                dropped.append("\(records[index].record.name) \(records[index].record.type): \(reason)")
+                newRecords.removeAll { HeldRecord.identical($0, records[index].record) }
+                records.remove(at: index)
+                excess -= 1
+            }
+            guard excess == 0 else {
+                return .failure(Refusal(reason: reason, detail: detail(records.count), owner: mac))
+            }
+        }
+        guard !records.isEmpty else {
+            return .failure(
+                Refusal(
+                    reason: .nameHijack, detail: "nothing left to hold: \(dropped.joined(separator: "; "))", owner: mac)
+            )
+        }
+
+        let owner = Owner(
+            key: key, wakeMAC: registration.owner.effectiveWakeMAC, password: registration.owner.password,
+            sequence: sequence, registeredAt: sameSequence ? existing!.owner.registeredAt : now, updatedAt: now,
+            lastSource: datagram.source, records: records)
+        var actions: [Action] = []
+        let wasWaking = existing?.wake
+        // A host registering afresh (a new sequence) or while it is being woken is going to sleep now: everything
+        // it holds is taken over from the start (mDNS.c `ClearIdenticalProxyRecords` re-registers such records).
+        let fromTheStart = !sameSequence || wasWaking != nil
+        if existing != nil {
+            replaceRecords(of: key, with: owner)
+        } else {
+            insert(HeldHost(owner: owner))
+        }
+        if sameSequence {
+            hosts[key]?.answeredIDs.insert(registration.message.id)
+        } else {
+            hosts[key]?.answeredIDs = [registration.message.id]
+        }
+        let probing = fromTheStart ? records.map(\.record) : newRecords
+        for (identity, probe) in Self.initialProbes(for: probing, now: now) {
+            hosts[key]?.probes[identity] = probe
+        }
+        if let wasWaking {
+            hosts[key]?.state = .proxying
+            let detail = "registered again while being woken (\(wasWaking.reason)): wake cancelled"
+            let event = Event(
+                time: now, kind: .wakeCancelled, interface: key.interface, owner: mac, source: datagram.source,
+                detail: detail)
+            actions += [.store(.appendEvent(event)), .log(.notice, "\(key): \(detail)")]
+        }
+        if fromTheStart, existing != nil {
+            restartTakeovers(of: key, now: now)
+        }
+        // Take-over: announce what is new, twice about a second apart (PROTOCOL.md section 3.1). A retransmission
+        // announces nothing again.
+        scheduleAnnouncement(of: probing, on: link, now: now)
+
+        let kind: Event.Kind = existing == nil ? .registered : (sameSequence ? .renewed : .replaced)
+        var detail =
+            "seq \(sequence), \(registration.records.count) records in this datagram (\(newRecords.count) new), \(records.count) held, lease \(granted) s"
+        if granted != registration.lease.lease { detail += " (asked \(registration.lease.lease) s)" }
+        if replacedCount > 0 { detail += ", \(replacedCount) records of seq \(existing!.owner.sequence) replaced" }
+        let addresses = owner.proxiedAddresses
+        if !addresses.isEmpty { detail += ", addresses \(addresses.map(\.description).joined(separator: " "))" }
+        if !registration.skipped.isEmpty { detail += ", skipped: \(registration.skipped.joined(separator: "; "))" }
+        if !dropped.isEmpty {
+            detail +=
+                ", \(dropped.count) records of this later datagram not held (the client counts them registered): \(dropped.joined(separator: "; "))"
+        }
+        let event = Event(
+            time: now, kind: kind, interface: key.interface, owner: mac, source: datagram.source, detail: detail)
+
+        let reply = RegistrationReply(
+            interface: datagram.interface,
+            bytes: Self.reply(to: registration.message, granted: granted, keyLease: registration.lease.keyLease),
+            destination: datagram.source, destinationScopeID: datagram.sourceScopeID, source: datagram.destination)
+        return .success(
+            [
+                .store(.saveOwner(owner)), .store(.appendEvent(event)),
+                .log(dropped.isEmpty ? .info : .warning, "\(kind) \(key) from \(datagram.source): \(detail)"),
+            ] + actions + [.reply(reply)] + updateTakeovers(of: key, now: now))
+    }
+
+    /// The reply Apple's proxy sends: same ID, flags 0xA800 (QR, UPDATE, RCODE 0), no records, and one OPT with
+    /// only the granted lease, in the form it was asked for (PROTOCOL.md section 2.8).
+    static func reply(to request: DNSMessage, granted: UInt32, keyLease: UInt32?) -> [UInt8] {
+        let lease = UpdateLease(lease: granted, keyLease: keyLease.map { min($0, granted) })
+        let message = DNSMessage(
+            id: request.id, flags: DNSFlags(response: true, opcode: .update),
+            additionals: [.opt(EDNSHeader(udpPayloadSize: 1440, flags: 0x1194), options: [.updateLease(lease)])])
+        // An OPT with one option always encodes.
+        return try! message.encoded()
+    }
+
+    /// Unique records (other than reverse mappings, whose probing is the address take-over) are probed silently
+    /// before they are answered: the host may still be answering for them (PROTOCOL.md section 3.1).
+    static func initialProbes(for records: [DNSRecord], now: UnixTime) -> [RecordIdentity: RecordProbe] {
+        var probes: [RecordIdentity: RecordProbe] = [:]
+        for record in records where record.cacheFlush && ReverseMapping.address(of: record) == nil {
+            probes[RecordIdentity(record)] = RecordProbe(started: now, announcements: 2, afterConflict: false)
+        }
+        return probes
+    }
+}

@@ -27,6 +27,8 @@ struct AddressTakeover: Hashable, Sendable {
     var phase: Phase
     var next: UnixTime?
     var restarts = 0
+    /// Set while a restart waits 10 s (the host showed itself after the claim): further restarts wait as long.
+    var backoffUntil: UnixTime?
 
     var answers: Bool {
         if case .probing = phase { return false }
@@ -51,49 +53,63 @@ enum TakeoverTiming {
 extension SleepProxyCore {
     // MARK: Starting and stopping take-overs
 
-    /// Starts taking over the addresses of `owner` that are not taken over yet, and stops those it no longer has.
-    mutating func updateTakeovers(for owner: Owner, now: UnixTime) -> [Action] {
+    /// Starts taking over the addresses of a host that are not taken over yet, and stops those it no longer has.
+    mutating func updateTakeovers(of key: OwnerKey, now: UnixTime) -> [Action] {
+        guard let host = hosts[key] else { return [] }
         var actions: [Action] = []
-        var current = takeovers[owner.key] ?? [:]
-        let wanted = Set(owner.proxiedAddresses)
-        for address in current.keys where !wanted.contains(address) {
+        var current = host.takeovers
+        let wanted = host.owner.proxiedAddresses
+        let wantedSet = Set(wanted)
+        for address in current.keys.sorted() where !wantedSet.contains(address) {
             current[address] = nil
-            actions += stopTakeover(of: address, interface: owner.key.interface)
+            actions += stopTakeover(of: address, key: key)
         }
-        for address in owner.proxiedAddresses where current[address] == nil {
-            let held = NeighbourKey(interface: owner.key.interface, address: address)
+        for address in wanted where current[address] == nil {
+            let held = NeighbourKey(interface: key.interface, address: address)
             // An address another owner already holds stays with it (a name hijack was refused already).
-            if let other = heldAddresses[held], other != owner.key { continue }
-            heldAddresses[held] = owner.key
+            if let other = heldAddresses[held], other != key { continue }
+            heldAddresses[held] = key
             current[address] = AddressTakeover(phase: .probing(sent: 0), next: now + TakeoverTiming.firstProbe)
             if case .v6(let v6) = address {
-                actions.append(.joinMulticastGroup(owner.key.interface, v6.solicitedNodeGroup))
+                actions.append(.joinMulticastGroup(key.interface, v6.solicitedNodeGroup))
             }
         }
-        takeovers[owner.key] = current.isEmpty ? nil : current
-        refreshTakeoverDeadline()
-        if !wanted.isEmpty || !actions.isEmpty { actions.append(.proxiedAddressesChanged(owner.key.interface)) }
+        hosts[key]?.takeovers = current
+        refreshHostDeadline()
+        if !wanted.isEmpty || !actions.isEmpty { actions.append(.proxiedAddressesChanged(key.interface)) }
         return actions
     }
 
-    /// Stops every take-over of an owner that is going.
+    /// Takes every address of a host over from the start: it is going to sleep (again) now.
+    mutating func restartTakeovers(of key: OwnerKey, now: UnixTime) {
+        guard let takeovers = hosts[key]?.takeovers else { return }
+        hosts[key]?.takeovers = takeovers.mapValues { _ in
+            AddressTakeover(phase: .probing(sent: 0), next: now + TakeoverTiming.firstProbe)
+        }
+        refreshHostDeadline()
+    }
+
+    /// Stops every take-over of a host that is going.
     mutating func stopTakeovers(of key: OwnerKey) -> [Action] {
-        guard let current = takeovers.removeValue(forKey: key) else { return [] }
+        guard let current = hosts[key]?.takeovers, !current.isEmpty else { return [] }
         var actions: [Action] = []
         for address in current.keys.sorted() {
-            actions += stopTakeover(of: address, interface: key.interface)
+            actions += stopTakeover(of: address, key: key)
         }
-        refreshTakeoverDeadline()
+        hosts[key]?.takeovers = [:]
+        refreshHostDeadline()
         actions.append(.proxiedAddressesChanged(key.interface))
         return actions
     }
 
-    private mutating func stopTakeover(of address: IPAddress, interface: InterfaceName) -> [Action] {
+    private mutating func stopTakeover(of address: IPAddress, key: OwnerKey) -> [Action] {
         var actions: [Action] = []
-        heldAddresses[NeighbourKey(interface: interface, address: address)] = nil
-        if case .v6(let v6) = address { actions.append(.leaveMulticastGroup(interface, v6.solicitedNodeGroup)) }
-        let key = NeighbourKey(interface: interface, address: address)
-        if neighbourEntries.remove(key) != nil { actions.append(.removeNeighbour(interface, address)) }
+        let held = NeighbourKey(interface: key.interface, address: address)
+        if heldAddresses[held] == key { heldAddresses[held] = nil }
+        if case .v6(let v6) = address { actions.append(.leaveMulticastGroup(key.interface, v6.solicitedNodeGroup)) }
+        if hosts[key]?.neighbourEntries.remove(address) != nil {
+            actions.append(.removeNeighbour(key.interface, address))
+        }
         return actions
     }
 
@@ -107,58 +123,48 @@ extension SleepProxyCore {
         heldAddresses[NeighbourKey(interface: interface, address: address)]
     }
 
-    /// The next probe or announcement, kept up to date where take-overs change, not computed per packet.
-    var takeoverDeadline: UnixTime? { takeoverNext }
-
-    mutating func refreshTakeoverDeadline() {
-        takeoverNext = takeovers.values.lazy.flatMap { $0.values.compactMap(\.next) }.min()
-    }
-
     // MARK: Probes and announcements
 
-    /// Sends the probes and announcements that are due.
-    mutating func advanceTakeovers(now: UnixTime) -> [Action] {
+    /// Sends a host's probes and announcements that are due. Nothing goes out while the whole host is woken.
+    mutating func advanceTakeovers(of key: OwnerKey, now: UnixTime) -> [Action] {
+        guard let host = hosts[key], !host.takeovers.isEmpty, !host.isWakingWhole, let link = links[key.interface]
+        else { return [] }
         var actions: [Action] = []
-        for key in takeovers.keys.sorted() {
-            guard var current = takeovers[key], let owner = owners[key], wakes[key] == nil,
-                let link = links[key.interface]
-            else { continue }
-            for address in current.keys.sorted() {
-                guard var takeover = current[address], let next = takeover.next, next <= now else { continue }
-                switch takeover.phase {
-                case .probing(let sent):
-                    actions.append(.injectFrame(key.interface, probe(address, owner: owner, link: link)))
-                    if sent + 1 < TakeoverTiming.probes {
-                        takeover.phase = .probing(sent: sent + 1)
-                        takeover.next = now + TakeoverTiming.probeInterval
-                    } else {
-                        // The host stayed silent: it sleeps. Claim the address from the next tick on.
-                        takeover.phase = .announcing(sent: 0)
-                        takeover.next = now + TakeoverTiming.probeInterval
-                    }
-                case .announcing(let sent):
-                    actions.append(.injectFrame(key.interface, announcement(address, link: link)))
-                    if sent == 0 {
-                        let event = Event(
-                            time: now, kind: .takeover, interface: key.interface, owner: key.primaryMAC,
-                            detail: "took over \(address)")
-                        actions += [.store(.appendEvent(event)), .log(.info, "\(key): took over \(address)")]
-                    }
-                    if sent + 1 < TakeoverTiming.announcements {
-                        takeover.phase = .announcing(sent: sent + 1)
-                        takeover.next = now + TakeoverTiming.announcementGaps[sent]
-                    } else {
-                        takeover.phase = .defending
-                        takeover.next = nil
-                    }
-                case .defending:
+        var current = host.takeovers
+        for address in current.keys.sorted() {
+            guard var takeover = current[address], let next = takeover.next, next <= now else { continue }
+            switch takeover.phase {
+            case .probing(let sent):
+                actions.append(.injectFrame(key.interface, probe(address, owner: host.owner, link: link)))
+                if sent + 1 < TakeoverTiming.probes {
+                    takeover.phase = .probing(sent: sent + 1)
+                    takeover.next = now + TakeoverTiming.probeInterval
+                } else {
+                    // The host stayed silent: it sleeps. Claim the address from the next tick on.
+                    takeover.phase = .announcing(sent: 0)
+                    takeover.next = now + TakeoverTiming.probeInterval
+                }
+            case .announcing(let sent):
+                actions.append(.injectFrame(key.interface, announcement(address, link: link)))
+                if sent == 0 {
+                    let event = Event(
+                        time: now, kind: .takeover, interface: key.interface, owner: key.primaryMAC,
+                        detail: "took over \(address)")
+                    actions += [.store(.appendEvent(event)), .log(.info, "\(key): took over \(address)")]
+                }
+                if sent + 1 < TakeoverTiming.announcements {
+                    takeover.phase = .announcing(sent: sent + 1)
+                    takeover.next = now + TakeoverTiming.announcementGaps[sent]
+                } else {
+                    takeover.phase = .defending
                     takeover.next = nil
                 }
-                current[address] = takeover
+            case .defending:
+                takeover.next = nil
             }
-            takeovers[key] = current
+            current[address] = takeover
         }
-        refreshTakeoverDeadline()
+        hosts[key]?.takeovers = current
         return actions
     }
 
@@ -188,145 +194,161 @@ extension SleepProxyCore {
         }
     }
 
-    /// Probing again because the host (or someone) still uses the address; Apple gives up restarting after 20.
+    /// Probing again because the host (or someone) still uses the address (mDNS.c `RestartARPProbing`): after a
+    /// second while nothing was announced yet and no restart is already waiting; otherwise after ten, because a
+    /// waking host's interface may lose our probes and we must not claim its address under it.
     mutating func restartProbing(_ key: OwnerKey, _ address: IPAddress, now: UnixTime) {
-        guard var takeover = takeovers[key]?[address], takeover.restarts < TakeoverTiming.maximumRestarts else {
+        guard var takeover = hosts[key]?.takeovers[address], takeover.restarts < TakeoverTiming.maximumRestarts else {
             return
         }
-        let wasAnnouncing = takeover.answers
+        let backingOff = takeover.backoffUntil.map { now < $0 } ?? false
+        let claimed = takeover.answers
         takeover.restarts += 1
         takeover.phase = .probing(sent: 0)
-        takeover.next = now + (wasAnnouncing ? TakeoverTiming.restartDelayWhileAnnouncing : TakeoverTiming.firstProbe)
-        takeovers[key]?[address] = takeover
-        refreshTakeoverDeadline()
+        if claimed || backingOff {
+            takeover.next = now + TakeoverTiming.restartDelayWhileAnnouncing
+            takeover.backoffUntil = takeover.next
+        } else {
+            takeover.next = now + TakeoverTiming.firstProbe
+        }
+        hosts[key]?.takeovers[address] = takeover
+        refreshHostDeadline()
     }
 
     // MARK: Captured frames
 
     /// Handles a captured frame: ARP and Neighbour Discovery for held addresses, and the connections that should
-    /// wake a host (PROTOCOL.md sections 3.2 to 3.5).
+    /// wake a host (PROTOCOL.md sections 3.2 to 3.5). Frames our own host sends count like anyone else's (an
+    /// administrator's ssh to a sleeping host wakes it); the shell leaves out only the frames the daemon built.
     public mutating func handleFrame(_ input: CapturedFrameInput, now: UnixTime) -> [Action] {
         var actions = expire(now: now)
         guard let link = links[input.interface], let frame = try? EthernetFrame(parsing: input.bytes) else {
             return actions
         }
-        // Our own frames (the kernel's and ours) only matter when our host asks for a held address.
         if let arp = frame.arp {
             actions += handleARP(arp, from: frame.header.source, link: link, now: now)
         } else if let ipv6 = frame.ipv6, let icmp = frame.icmpv6, ipv6.header.hopLimit == 255 {
             actions += handleND(icmp, ipv6: ipv6.header, from: frame.header.source, link: link, now: now)
-        } else if frame.header.source != link.macAddress {
+        } else {
             actions += checkWakeTrigger(frame, link: link, now: now)
         }
+        refreshHostDeadline()
         return actions
     }
 
+    /// ARP for held addresses (mDNS.c `mDNSCoreReceiveRawARP`). Requests for a held address: from the host
+    /// itself, probe again; during probing, ignore; from our own host, point its neighbour entry at the sleeping
+    /// host; from anyone else, answer with our MAC. Any ARP using a held address as its sender: from the host,
+    /// probe again; from another MAC, a conflict: probe again and wake the host so it can defend its address.
     mutating func handleARP(_ arp: ARPPacket, from source: MACAddress, link: Link, now: UnixTime) -> [Action] {
-        var actions: [Action] = []
         let interface = link.name
-        // Anyone using a held address as its own: the host itself (awake again) or a conflict.
-        if !arp.senderProtocolAddress.isUnspecified, source != link.macAddress,
-            let key = holder(of: .v4(arp.senderProtocolAddress), on: interface), let owner = owners[key]
-        {
-            actions += sawAddressInUse(
-                .v4(arp.senderProtocolAddress), by: arp.senderHardwareAddress, owner: owner, now: now, what: "ARP")
-            return actions
-        }
-        guard arp.operation == .request, arp.senderProtocolAddress != arp.targetProtocolAddress,
-            let key = holder(of: .v4(arp.targetProtocolAddress), on: interface), let owner = owners[key],
-            let takeover = takeovers[key]?[.v4(arp.targetProtocolAddress)]
-        else { return actions }
+        let sender = IPAddress.v4(arp.senderProtocolAddress)
         let target = IPAddress.v4(arp.targetProtocolAddress)
-        if arp.senderHardwareAddress == owner.wakeMAC {
-            // The host asks for its own address: it is awake or waking.
-            restartProbing(key, target, now: now)
-            return actions
+        var actions: [Action] = []
+        if arp.operation == .request, sender != target, let key = holder(of: target, on: interface),
+            let host = hosts[key], let takeover = host.takeovers[target], !host.isWakingWhole
+        {
+            if arp.senderHardwareAddress == host.owner.wakeMAC {
+                // The host asks for its own address: awake, or a stray packet from before it slept.
+                actions += ownerUsesAddress(target, of: key, now: now, what: "ARP request")
+            } else if !takeover.answers {
+                // Still probing: the host may yet answer for itself.
+            } else if source == link.macAddress {
+                // Our own probes come back through the capture with sender 0.0.0.0; our host's kernel asking
+                // wants to talk to the sleeper: point it at the real NIC.
+                if !arp.senderProtocolAddress.isUnspecified {
+                    actions += setNeighbour(target, of: key, to: host.owner.wakeMAC, on: interface)
+                }
+            } else {
+                actions.append(
+                    .injectFrame(
+                        interface,
+                        EthernetFrame.arpReply(
+                            for: arp.targetProtocolAddress, source: link.macAddress,
+                            requesterMAC: arp.senderHardwareAddress, requesterAddress: arp.senderProtocolAddress
+                        ).serialized()))
+            }
         }
-        if source == link.macAddress {
-            // Our own probes and announcements come back through the capture; our host's kernel asking (with
-            // one of its addresses as the sender) wants to talk to the sleeper: point it at the real NIC.
-            guard !arp.senderProtocolAddress.isUnspecified, takeover.answers else { return actions }
-            return setNeighbour(target, to: owner.wakeMAC, on: interface)
+        // Our own announcements carry a held address as their sender; they are no conflict.
+        if !arp.senderProtocolAddress.isUnspecified, arp.senderHardwareAddress != link.macAddress,
+            source != link.macAddress, let key = holder(of: sender, on: interface)
+        {
+            actions += sawAddressInUse(sender, by: arp.senderHardwareAddress, of: key, now: now, what: "ARP")
         }
-        guard takeover.answers, wakes[key] == nil else { return actions }
-        actions.append(
-            .injectFrame(
-                interface,
-                EthernetFrame.arpReply(
-                    for: arp.targetProtocolAddress, source: link.macAddress, requesterMAC: arp.senderHardwareAddress,
-                    requesterAddress: arp.senderProtocolAddress
-                ).serialized()))
         return actions
     }
 
+    /// Neighbour Discovery for held addresses (mDNS.c `mDNSCoreReceiveRawND`), with RFC 4861's answers.
     mutating func handleND(
         _ icmp: ICMPv6Message, ipv6: IPv6Header, from source: MACAddress, link: Link, now: UnixTime
     ) -> [Action] {
         let interface = link.name
-        if let advertisement = icmp.neighborAdvertisement, source != link.macAddress,
-            let key = holder(of: .v6(advertisement.target), on: interface), let owner = owners[key]
-        {
-            return sawAddressInUse(.v6(advertisement.target), by: source, owner: owner, now: now, what: "NA")
+        var actions: [Action] = []
+        if let solicitation = icmp.neighborSolicitation {
+            let target = IPAddress.v6(solicitation.target)
+            if let key = holder(of: target, on: interface), let host = hosts[key],
+                let takeover = host.takeovers[target], !host.isWakingWhole
+            {
+                if source == host.owner.wakeMAC {
+                    actions += ownerUsesAddress(target, of: key, now: now, what: "Neighbour Solicitation")
+                } else if !takeover.answers {
+                    // Still probing.
+                } else if source == link.macAddress {
+                    if !ipv6.source.isUnspecified {
+                        actions += setNeighbour(target, of: key, to: host.owner.wakeMAC, on: interface)
+                    }
+                } else {
+                    actions.append(.injectFrame(interface, answer(solicitation, ipv6: ipv6, from: source, link: link)))
+                }
+            }
         }
-        guard let solicitation = icmp.neighborSolicitation else { return [] }
-        if !ipv6.source.isUnspecified, source != link.macAddress,
-            let key = holder(of: .v6(ipv6.source), on: interface), let owner = owners[key]
-        {
-            return sawAddressInUse(.v6(ipv6.source), by: source, owner: owner, now: now, what: "NS")
+        // Someone using a held address: the target of an advertisement (a host asserts its routable address from
+        // its link-local one), or the source of a solicitation.
+        let used: IPv6Address? =
+            icmp.neighborAdvertisement?.target ?? (icmp.neighborSolicitation != nil ? ipv6.source : nil)
+        if let used, !used.isUnspecified, source != link.macAddress, let key = holder(of: .v6(used), on: interface) {
+            actions += sawAddressInUse(
+                .v6(used), by: source, of: key, now: now, what: icmp.neighborAdvertisement != nil ? "NA" : "NS")
         }
-        let target = IPAddress.v6(solicitation.target)
-        guard let key = holder(of: target, on: interface), let owner = owners[key],
-            let takeover = takeovers[key]?[target]
-        else { return [] }
-        if source == owner.wakeMAC {
-            restartProbing(key, target, now: now)
-            return []
-        }
-        if source == link.macAddress {
-            guard !ipv6.source.isUnspecified, takeover.answers else { return [] }
-            return setNeighbour(target, to: owner.wakeMAC, on: interface)
-        }
-        guard takeover.answers, wakes[key] == nil else { return [] }
-        // RFC 4861 section 7.2.4: a unicast NA with Solicited and Override to a unicast source; to all nodes,
-        // Override only, for a duplicate-address probe from `::` (defending the address).
-        let frame: EthernetFrame
-        if ipv6.source.isUnspecified {
-            frame = EthernetFrame.neighborAdvertisement(
-                for: solicitation.target, flags: .override, targetLinkLayerAddress: link.macAddress,
-                sourceAddress: solicitation.target, source: link.macAddress)
-        } else {
-            frame = EthernetFrame.neighborAdvertisement(
-                for: solicitation.target, flags: [.solicited, .override], targetLinkLayerAddress: link.macAddress,
-                sourceAddress: solicitation.target, destinationAddress: ipv6.source, source: link.macAddress,
-                destination: solicitation.sourceLinkLayerAddress ?? source)
-        }
-        return [.injectFrame(interface, frame.serialized())]
+        return actions
     }
 
-    /// Someone used a held address as its own. From the host's wake MAC after the take-over, it is back: let go
-    /// (clients that never send OWNER show themselves this way; PROTOCOL.md section 6 item 18). During probing
-    /// the host is just not asleep yet: probe again. From any other MAC it is a conflict: probe again and wake
-    /// the host so it can defend its address.
+    /// RFC 4861 section 7.2.4: a unicast NA with Solicited and Override to a unicast source; to all nodes,
+    /// Override only, for a duplicate-address probe from `::` (defending the address).
+    func answer(_ solicitation: NeighborSolicitation, ipv6: IPv6Header, from source: MACAddress, link: Link) -> [UInt8]
+    {
+        if ipv6.source.isUnspecified {
+            return EthernetFrame.neighborAdvertisement(
+                for: solicitation.target, flags: .override, targetLinkLayerAddress: link.macAddress,
+                sourceAddress: solicitation.target, source: link.macAddress
+            ).serialized()
+        }
+        return EthernetFrame.neighborAdvertisement(
+            for: solicitation.target, flags: [.solicited, .override], targetLinkLayerAddress: link.macAddress,
+            sourceAddress: solicitation.target, destinationAddress: ipv6.source, source: link.macAddress,
+            destination: solicitation.sourceLinkLayerAddress ?? source
+        ).serialized()
+    }
+
+    /// Someone used a held address as its own. The host itself: probe again (never a release by itself; see
+    /// `ownerUsesAddress`). Another MAC: a conflict: probe again and wake the host so it can defend its address.
+    /// Apple stops reacting after the maximum number of restarts; so do we, for others.
     mutating func sawAddressInUse(
-        _ address: IPAddress, by mac: MACAddress, owner: Owner, now: UnixTime, what: String
+        _ address: IPAddress, by mac: MACAddress, of key: OwnerKey, now: UnixTime, what: String
     ) -> [Action] {
-        let key = owner.key
-        guard let takeover = takeovers[key]?[address], takeover.restarts < TakeoverTiming.maximumRestarts else {
-            return []
+        guard let host = hosts[key], let takeover = host.takeovers[address] else { return [] }
+        if mac == host.owner.wakeMAC {
+            return ownerUsesAddress(address, of: key, now: now, what: what)
         }
-        if mac == owner.wakeMAC {
-            if takeover.answers || wakes[key] != nil {
-                return release(owner, now: now, detail: "\(what) from its own MAC \(mac) for \(address)")
-            }
-            restartProbing(key, address, now: now)
-            return []
-        }
+        guard takeover.restarts < TakeoverTiming.maximumRestarts else { return [] }
         restartProbing(key, address, now: now)
         return startWake(key, now: now, reason: "address conflict: \(what) from \(mac) uses \(address)")
     }
 
-    mutating func setNeighbour(_ address: IPAddress, to mac: MACAddress, on interface: InterfaceName) -> [Action] {
-        guard neighbourEntries.insert(NeighbourKey(interface: interface, address: address)).inserted else { return [] }
+    mutating func setNeighbour(
+        _ address: IPAddress, of key: OwnerKey, to mac: MACAddress, on interface: InterfaceName
+    ) -> [Action] {
+        guard hosts[key]?.neighbourEntries.insert(address).inserted == true else { return [] }
         return [
             .setNeighbour(interface, address, mac),
             .log(.info, "our host asked for \(address): pointed it at the sleeping host's \(mac)"),

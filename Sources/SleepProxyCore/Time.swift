@@ -13,6 +13,10 @@ public struct UnixTime: Hashable, Sendable, Comparable, CustomStringConvertible 
         return UnixTime(nanoseconds: lhs.nanoseconds + s * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 
+    public static func - (lhs: UnixTime, seconds: Duration) -> UnixTime {
+        lhs + (.zero - seconds)
+    }
+
     public static func - (lhs: UnixTime, rhs: UnixTime) -> Duration {
         .nanoseconds(lhs.nanoseconds - rhs.nanoseconds)
     }

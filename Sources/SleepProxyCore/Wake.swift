@@ -10,6 +10,22 @@ struct WakeSequence: Hashable, Sendable {
     var goodbyes = 0
     var next: UnixTime
     var reason: String
+    var scope: WakeScope
+}
+
+/// What a wake withdraws while it runs: the whole host (a connection, an address conflict, the lease's end, the
+/// administrator), or only records another host keeps claiming (a name conflict: mDNS.c deregisters just that
+/// record down the wake path, and the host's other records stay answered).
+enum WakeScope: Hashable, Sendable {
+    case host
+    case records(Set<RecordIdentity>)
+
+    func merged(with other: WakeScope) -> WakeScope {
+        switch (self, other) {
+        case (.records(let a), .records(let b)): .records(a.union(b))
+        default: .host
+        }
+    }
 }
 
 enum WakeTiming {
@@ -19,12 +35,6 @@ enum WakeTiming {
     /// The first rounds are unicast only: Wi-Fi stations may miss broadcasts after a group-key rotation.
     static let unicastOnlyRounds = 2
     static let goodbyes = 3
-}
-
-/// How a packet relates to a held host's services, for the wake decision.
-public struct WakeTrigger: Hashable, Sendable {
-    public var reason: String
-    public var source: Endpoint?
 }
 
 extension SleepProxyCore {
@@ -37,19 +47,32 @@ extension SleepProxyCore {
     mutating func checkWakeTrigger(_ frame: EthernetFrame, link: Link, now: UnixTime) -> [Action] {
         let destination: IPAddress
         let source: IPAddress
+        let transport: IPPayload
         if let ipv4 = frame.ipv4 {
-            guard !ipv4.header.isFragment else { return [] }
+            // Whole packets and first fragments (offset 0, more to come), which carry the transport header.
+            if ipv4.header.isFirstFragment, let first = ipv4.firstFragmentTransport {
+                transport = first
+            } else if !ipv4.header.isFragment {
+                transport = ipv4.payload
+            } else {
+                return []
+            }
             destination = .v4(ipv4.header.destination)
             source = .v4(ipv4.header.source)
         } else if let ipv6 = frame.ipv6 {
             guard !ipv6.header.hasExtensionHeader else { return [] }
+            transport = ipv6.payload
             destination = .v6(ipv6.header.destination)
             source = .v6(ipv6.header.source)
         } else {
             return []
         }
-        guard let key = holder(of: destination, on: link.name), let owner = owners[key] else { return [] }
-        if let tcp = frame.tcp {
+        guard let key = holder(of: destination, on: link.name), let host = hosts[key], !host.isWakingWhole else {
+            return []
+        }
+        let owner = host.owner
+        switch transport {
+        case .tcp(let tcp):
             let from = Endpoint(address: source, port: tcp.sourcePort)
             let flags = tcp.flags
             guard !flags.contains(.rst) else { return [] }
@@ -72,22 +95,38 @@ extension SleepProxyCore {
                 ]
             }
             return []
-        }
-        if let udp = frame.udp {
+        case .udp(let udp):
             let from = Endpoint(address: source, port: udp.sourcePort)
-            if let service = serviceName(of: owner, port: udp.destinationPort, transport: "_udp") {
+            let service = serviceName(of: owner, port: udp.destinationPort, transport: "_udp")
+            // Apple Remote Desktop: consoles poll UDP 3283 all the time; only ARD's own wake datagram wakes, and
+            // only a host that offers ARD (mDNS.c `mDNSCoreReceiveRawTransportPacket`).
+            if udp.destinationPort == Self.remoteDesktopPort {
+                guard Self.isRemoteDesktopWake(udp.payload), let service else {
+                    return [.log(.debug, "\(key): UDP from \(from) to port 3283 is not a Remote Desktop wake; no wake")]
+                }
+                return startWake(
+                    key, now: now, reason: "Apple Remote Desktop wake from \(from) (\(service))", source: from)
+            }
+            if let service {
                 return startWake(
                     key, now: now,
-                    reason: "UDP from \(from) to \(destination) port \(udp.destinationPort) (\(service))", source: from)
+                    reason: "UDP from \(from) to \(destination) port \(udp.destinationPort) (\(service))",
+                    source: from)
             }
             if udp.destinationPort == 4500, Self.isIPsecWake(udp.payload) {
                 return startWake(key, now: now, reason: "IPsec (UDP 4500) from \(from)", source: from)
             }
-            if udp.destinationPort == 3283, udp.payload.count >= 110, udp.payload.starts(with: [0x13, 0x88]) {
-                return startWake(key, now: now, reason: "Apple Remote Desktop wake from \(from)", source: from)
-            }
+            return []
+        default:
+            return []
         }
-        return []
+    }
+
+    static let remoteDesktopPort: UInt16 = 3283
+
+    /// ARD's manual wake datagram: at least 110 bytes, starting 13 88.
+    static func isRemoteDesktopWake(_ payload: [UInt8]) -> Bool {
+        payload.count >= 110 && payload.starts(with: [0x13, 0x88])
     }
 
     /// The instance name of an SRV record of `owner` on `port` whose third label is `transport`, if any.
@@ -118,79 +157,92 @@ extension SleepProxyCore {
     /// Asks to wake an owner (an administrator's request goes through here too). One sequence per owner at a
     /// time, however many triggers arrive.
     public mutating func requestWake(_ key: OwnerKey, now: UnixTime, reason: String) -> [Action] {
-        guard owners[key] != nil else { return [.log(.warning, "wake \(key): not held")] }
+        guard hosts[key] != nil else { return [.log(.warning, "wake \(key): not held")] }
         return startWake(key, now: now, reason: reason)
     }
 
-    mutating func startWake(_ key: OwnerKey, now: UnixTime, reason: String, source: Endpoint? = nil) -> [Action] {
-        guard owners[key] != nil else { return [] }
-        guard wakes[key] == nil else {
-            return [.log(.debug, "\(key): already waking; \(reason)")]
+    /// Starts a wake, or widens one in progress: a wake for some records becomes one for the whole host when a
+    /// connection or the lease's end asks for it.
+    mutating func startWake(
+        _ key: OwnerKey, now: UnixTime, reason: String, source: Endpoint? = nil, scope: WakeScope = .host
+    ) -> [Action] {
+        guard let host = hosts[key] else { return [] }
+        var actions: [Action] = []
+        if let wake = host.wake {
+            let widened = wake.scope.merged(with: scope)
+            guard widened != wake.scope else { return [.log(.debug, "\(key): already waking; \(reason)")] }
+            var updated = wake
+            updated.scope = widened
+            updated.reason = reason
+            hosts[key]?.state = .waking(updated)
+            if widened == .host {
+                // From now on the host's addresses are no longer claimed; IPv6 peers are sent back to it.
+                actions += releaseNeighbourAdvertisements(of: host.owner)
+            }
+        } else {
+            hosts[key]?.state = .waking(WakeSequence(next: now, reason: reason, scope: scope))
         }
-        wakes[key] = WakeSequence(next: now, reason: reason)
         let event = Event(
             time: now, kind: .wake, interface: key.interface, owner: key.primaryMAC, source: source, detail: reason)
-        return [.store(.appendEvent(event)), .log(.notice, "waking \(key): \(reason)")] + advanceWakes(now: now)
+        actions = [.store(.appendEvent(event)), .log(.notice, "waking \(key): \(reason)")] + actions
+        actions += advanceWake(of: key, now: now)
+        refreshHostDeadline()
+        return actions
     }
-
-    var wakeDeadline: UnixTime? { wakes.values.map(\.next).min() }
 
     /// When the proxy stops for good and is set to wake every held host (as Apple's proxy does when its service is
     /// switched off), one round of magic packets for each, now: the shell exits right after.
     public mutating func wakeEveryone(now: UnixTime, reason: String) -> [Action] {
         var actions: [Action] = []
-        for key in owners.keys.sorted() {
-            guard let owner = owners[key], let link = links[key.interface] else { continue }
+        for key in hosts.keys.sorted() {
+            guard let host = hosts[key], let link = links[key.interface] else { continue }
             let event = Event(
                 time: now, kind: .wake, interface: key.interface, owner: key.primaryMAC, detail: reason)
-            actions += [.store(.appendEvent(event))] + wakeRound(0, owner: owner, link: link)
+            actions += [.store(.appendEvent(event))] + wakeRound(0, owner: host.owner, link: link)
         }
-        if !actions.isEmpty { actions.append(.log(.notice, "woke \(owners.count) held hosts: \(reason)")) }
+        if !actions.isEmpty { actions.append(.log(.notice, "woke \(hosts.count) held hosts: \(reason)")) }
         return actions
     }
 
-    /// Sends the rounds that are due; after the last one, the goodbyes; after those, the owner goes.
-    mutating func advanceWakes(now: UnixTime) -> [Action] {
+    /// Sends a host's round if it is due; after the last round, the goodbyes for what the wake withdrew; after
+    /// those, what it withdrew goes (the whole host, or the conflicting records).
+    mutating func advanceWake(of key: OwnerKey, now: UnixTime) -> [Action] {
+        guard let host = hosts[key], var wake = host.wake, wake.next <= now, let link = links[key.interface] else {
+            return []
+        }
         var actions: [Action] = []
-        for key in wakes.keys.sorted() {
-            guard var wake = wakes[key], wake.next <= now else { continue }
-            guard let owner = owners[key], let link = links[key.interface] else {
-                wakes[key] = nil
-                continue
-            }
-            if wake.rounds < WakeTiming.rounds {
-                actions += wakeRound(wake.rounds, owner: owner, link: link)
-                wake.rounds += 1
-                wake.next = now + WakeTiming.interval
-                wakes[key] = wake
-            } else if wake.goodbyes < WakeTiming.goodbyes {
-                let goodbyes = owner.records.map { held in
-                    var record = held.record
-                    record.ttl = 0
-                    return record
-                }
-                actions += multicastNow(goodbyes, interface: key.interface)
-                wake.goodbyes += 1
-                wake.next = now + WakeTiming.interval
-                wakes[key] = wake
-            } else {
-                actions += stopTakeovers(of: key)
-                remove(key)
-                let event = Event(
-                    time: now, kind: .expired, interface: key.interface, owner: key.primaryMAC,
-                    detail: "no sign after \(WakeTiming.rounds) wake rounds (\(wake.reason)); records dropped")
-                actions += [
-                    .store(.removeOwner(key)), .store(.appendEvent(event)), .log(.warning, "\(key): \(event.detail)"),
-                ]
+        let withdrawn: [DNSRecord]
+        switch wake.scope {
+        case .host: withdrawn = host.owner.records.map(\.record)
+        case .records(let identities):
+            withdrawn = host.owner.records.map(\.record).filter { identities.contains(RecordIdentity($0)) }
+        }
+        if wake.rounds < WakeTiming.rounds {
+            actions += wakeRound(wake.rounds, owner: host.owner, link: link, releasingAddresses: wake.scope == .host)
+            wake.rounds += 1
+        } else if wake.goodbyes < WakeTiming.goodbyes {
+            // The host still holds these records itself; a goodbye leaves out what another host also holds.
+            actions += goodbyes(for: withdrawn, interface: key.interface, holderCount: 1)
+            wake.goodbyes += 1
+        } else {
+            let detail = "no sign after \(WakeTiming.rounds) wake rounds (\(wake.reason)); records dropped"
+            switch wake.scope {
+            case .host:
+                return drop(key, reason: .unanswered(detail), now: now)
+            case .records(let identities):
+                hosts[key]?.state = .proxying
+                return dropRecords(identities, of: key, reason: .unanswered(detail), now: now)
             }
         }
+        wake.next = now + WakeTiming.interval
+        hosts[key]?.state = .waking(wake)
         return actions
     }
 
     /// One round: the 0x0842 magic frame and a UDP port 9 copy, unicast to the wake MAC; from the third round
     /// also broadcast. The first round also hands IPv6 addresses back with one NA each (more make some stacks
     /// see a duplicate address; PROTOCOL.md section 3.3).
-    func wakeRound(_ round: Int, owner: Owner, link: Link) -> [Action] {
+    func wakeRound(_ round: Int, owner: Owner, link: Link, releasingAddresses: Bool = true) -> [Action] {
         let magic = MagicPacket(target: owner.wakeMAC, password: owner.password.flatMap { SecureOnPassword($0) })
         var destinations = [owner.wakeMAC]
         if round >= WakeTiming.unicastOnlyRounds { destinations.append(.broadcast) }
@@ -212,15 +264,24 @@ extension SleepProxyCore {
                 }
             }
         }
-        if round == 0 {
-            for case .v6(let v6) in owner.proxiedAddresses {
-                frames.append(
-                    EthernetFrame.neighborAdvertisement(
-                        for: v6, flags: .override, targetLinkLayerAddress: owner.wakeMAC, sourceAddress: v6,
-                        source: link.macAddress
-                    ).serialized())
-            }
+        var actions = frames.map { Action.injectFrame(owner.key.interface, $0) }
+        if round == 0, releasingAddresses {
+            actions += releaseNeighbourAdvertisements(of: owner)
         }
-        return frames.map { .injectFrame(owner.key.interface, $0) }
+        return actions
+    }
+
+    /// One unsolicited NA per held IPv6 address, carrying the host's own MAC, so that IPv6 peers go back to it.
+    func releaseNeighbourAdvertisements(of owner: Owner) -> [Action] {
+        guard let link = links[owner.key.interface] else { return [] }
+        return owner.proxiedAddresses.compactMap { address -> Action? in
+            guard case .v6(let v6) = address else { return nil }
+            return .injectFrame(
+                owner.key.interface,
+                EthernetFrame.neighborAdvertisement(
+                    for: v6, flags: .override, targetLinkLayerAddress: owner.wakeMAC, sourceAddress: v6,
+                    source: link.macAddress
+                ).serialized())
+        }
     }
 }

@@ -1,4 +1,5 @@
 import DNSWire
+import Frames
 import NetworkAddresses
 import SleepProxyCore
 import Testing
@@ -25,13 +26,89 @@ struct ConflictTests {
         ).encoded()
     }
 
-    @Test func aSingleConflictIsDefended() throws {
+    /// mDNS.c `mDNSCoreReceiveResponse`: a verified record answered by another host with other data goes back
+    /// to silent probing (not answered meanwhile), then is announced four times; nobody is woken.
+    @Test func aConflictSendsTheRecordBackToSilentProbingThenReannouncesIt() throws {
         var harness = Self.holding()
+        let start = harness.now
         let actions = harness.mdns(Self.claim(IPv4Address(10, 77, 0, 66)), mac: Self.intruderMAC)
-        let defense = try #require(actions.sentMessages.first)
-        #expect(defense.answers.map(\.rdata) == [.a(IPv4Address(10, 77, 0, 2))])
-        #expect(actions.events.allSatisfy { $0.kind != .wake })
+        #expect(actions.transmissions.isEmpty)
+        #expect(actions.events.isEmpty)
+        #expect(harness.mdns(Query.bytes("sleepy.local.", .a, unicast: true)).transmissions.isEmpty, "probing")
+        // The host's other records are still answered.
+        #expect(!harness.mdns(Query.bytes("sleepy._ssh._tcp.local.", .srv, unicast: true)).transmissions.isEmpty)
+        var announced: [Duration] = []
+        while let deadline = harness.core.nextDeadline, deadline <= start + .seconds(20) {
+            harness.now = deadline
+            let sent = harness.tick().sentMessages
+            if sent.contains(where: { $0.answers.contains { $0.rdata == .a(IPv4Address(10, 77, 0, 2)) } }) {
+                announced.append(harness.now - start)
+            }
+        }
+        #expect(announced == [750, 1750, 3750, 7750].map { Duration.milliseconds($0) })
+        #expect(harness.log.events.allSatisfy { $0.kind != .wake })
         #expect(harness.core.owners.count == 1)
+    }
+
+    /// Conflicts in the first tick of a probe are ignored (Apple counts one per packet), and one during the probe
+    /// is forgiven with a pause of a second; the next wakes the owner.
+    @Test func oneConflictDuringTheProbeIsForgivenTheNextWakes() throws {
+        var harness = Self.holding()
+        harness.mdns(Self.claim(IPv4Address(10, 77, 0, 66)), mac: Self.intruderMAC)
+        harness.advance(.milliseconds(100))
+        #expect(harness.mdns(Self.claim(IPv4Address(10, 77, 0, 67)), mac: Self.intruderMAC).events.isEmpty)
+        // A verified record whose re-announcements are not over yet: this conflict is the further one.
+        harness.run(until: harness.now + .seconds(1))
+        let actions = harness.mdns(Self.claim(IPv4Address(10, 77, 0, 66)), mac: Self.intruderMAC)
+        #expect(actions.events.map(\.kind) == [.conflict, .wake])
+    }
+
+    @Test func aConflictAtRegistrationIsForgivenOnceThenWakes() throws {
+        var harness = Harness()
+        harness.register(
+            Update.bytes(
+                records: Update.host("sleepy", ipv4: IPv4Address(10, 77, 0, 2)),
+                owner: OwnerOption(sequence: 1, primaryMAC: Self.mac)))
+        #expect(
+            harness.mdns(Self.claim(IPv4Address(10, 77, 0, 66)), mac: Self.intruderMAC).logLines.contains {
+                $0.1.contains("before the first probe tick")
+            })
+        harness.advance(.milliseconds(300))
+        #expect(
+            harness.mdns(Self.claim(IPv4Address(10, 77, 0, 66)), mac: Self.intruderMAC).logLines.contains {
+                $0.1.contains("pausing a second")
+            })
+        harness.advance(.milliseconds(1100))
+        let actions = harness.mdns(Self.claim(IPv4Address(10, 77, 0, 66)), mac: Self.intruderMAC)
+        #expect(actions.events.map(\.kind) == [.conflict, .wake])
+    }
+
+    /// A conflict wakes the owner for that record only (mDNS.c 2451-2462): the first two rounds are unicast, the
+    /// record is no longer answered, the others are, and when the host never shows up only that record goes.
+    @Test func aConflictWakeWithdrawsOnlyThatRecord() throws {
+        var harness = Self.holding()
+        harness.mdns(Self.claim(IPv4Address(10, 77, 0, 66)), mac: Self.intruderMAC)
+        harness.advance(.seconds(1))
+        let wake = harness.mdns(Self.claim(IPv4Address(10, 77, 0, 66)), mac: Self.intruderMAC)
+        let magic = try wake.injectedFrames.map { try EthernetFrame(parsing: $0) }.filter {
+            $0.header.etherType == .wakeOnLAN
+        }
+        #expect(magic.map(\.header.destination) == [Self.mac])
+        #expect(
+            wake.injectedFrames.allSatisfy { (try? EthernetFrame(parsing: $0))?.icmpv6 == nil }, "no IPv6 hand-back")
+        #expect(harness.mdns(Query.bytes("sleepy.local.", .a, unicast: true)).transmissions.isEmpty)
+        #expect(!harness.mdns(Query.bytes("sleepy._ssh._tcp.local.", .srv, unicast: true)).transmissions.isEmpty)
+        // The address is still claimed: ARP requests are answered.
+        let request = TakeoverTests.arpRequest(
+            from: TakeoverTests.wakerMAC, sender: TakeoverTests.waker, target: IPv4Address(10, 77, 0, 2))
+        #expect(harness.frame(request).injectedFrames.count == 1)
+        harness.run(until: harness.now + .seconds(40))
+        let owner = try #require(harness.owner(Self.mac))
+        #expect(owner.records.count == 4)
+        #expect(!owner.records.contains { $0.record.type == .a })
+        let goodbyes = harness.log.sentMessages.filter { $0.answers.contains { $0.ttl == 0 } }
+        #expect(goodbyes.count == 6)
+        #expect(goodbyes.allSatisfy { $0.answers.map(\.type) == [.a] })
     }
 
     @Test func aPersistentConflictWakesTheOwner() throws {

@@ -109,14 +109,62 @@ struct TakeoverTests {
         #expect(harness.core.owners.count == 1)
     }
 
-    @Test func aGratuitousARPFromTheHostReleasesIt() {
+    /// A gratuitous ARP from the host may be a stray packet from before it slept (mDNS.c `RestartARPProbing`):
+    /// probing starts again, ten seconds later since the address was claimed, and nothing is released.
+    @Test func aGratuitousARPFromTheHostRestartsProbingAndNeverReleasesByItself() throws {
         var harness = Self.taken()
         let actions = harness.frame(Self.arpRequest(from: Self.sleeperMAC, sender: Self.ipv4, target: Self.ipv4))
+        #expect(actions.events.isEmpty)
+        #expect(harness.core.owners.count == 1)
+        // Requests from others are not answered while the address is probed again.
+        let request = Self.arpRequest(from: Self.wakerMAC, sender: Self.waker, target: Self.ipv4)
+        #expect(harness.frame(request).injectedFrames.isEmpty)
+        let start = harness.now
+        var probes: [Duration] = []
+        while let deadline = harness.core.nextDeadline, deadline <= start + .seconds(15) {
+            harness.now = deadline
+            for bytes in harness.tick().injectedFrames {
+                if let arp = try EthernetFrame(parsing: bytes).arp, arp.senderProtocolAddress.isUnspecified,
+                    arp.targetProtocolAddress == Self.ipv4
+                {
+                    probes.append(harness.now - start)
+                }
+            }
+        }
+        #expect(probes == [10, 11, 12].map { Duration.seconds($0) })
+        #expect(harness.frame(request).injectedFrames.count == 1, "answered again once it is claimed again")
+    }
+
+    /// A host that keeps answering our probes after probing was restarted the maximum number of times is awake:
+    /// it is released rather than have its address claimed under it (a lease restored after the proxy was down
+    /// may belong to a host that woke meanwhile).
+    @Test func aHostStillAnsweringAfterTheLastRestartIsReleased() throws {
+        var (harness, _) = Self.registering()
+        let reply = EthernetFrame.arp(
+            ARPPacket(
+                operation: .reply, senderHardwareAddress: Self.sleeperMAC, senderProtocolAddress: Self.ipv4,
+                targetHardwareAddress: Harness.proxyMAC, targetProtocolAddress: .any),
+            source: Self.sleeperMAC, destination: Harness.proxyMAC
+        ).serialized()
+        var answered = 0
+        var released: [Event] = []
+        while released.isEmpty, answered < 30, let deadline = harness.core.nextDeadline {
+            harness.now = deadline
+            let sent = harness.tick().injectedFrames.compactMap { try? EthernetFrame(parsing: $0).arp }
+            #expect(!sent.contains { $0.senderProtocolAddress == Self.ipv4 }, "the address is never claimed")
+            if sent.contains(where: { $0.senderProtocolAddress.isUnspecified && $0.targetProtocolAddress == Self.ipv4 })
+            {
+                answered += 1
+                released = harness.frame(reply).events.filter { $0.kind == .released }
+            }
+        }
+        #expect(answered == 21, "20 restarts, then the 21st answer releases")
+        #expect(released.first?.detail.contains("after 20 probe restarts: it is awake") == true)
         #expect(harness.core.owners.isEmpty)
-        #expect(actions.events.map(\.kind) == [.released])
-        #expect(actions.contains(.leaveMulticastGroup("eth0", Self.ipv6.solicitedNodeGroup)))
-        #expect(harness.core.proxiedAddresses(on: "eth0").isEmpty)
-        #expect(actions.transmissions.isEmpty)
+        #expect(
+            harness.log.transmissions.allSatisfy {
+                (try? DNSMessage(decoding: $0.bytes))?.answers.allSatisfy { $0.ttl > 0 } ?? true
+            })
     }
 
     @Test func anotherMACUsingAHeldAddressIsAConflictThatWakes() {
@@ -134,8 +182,11 @@ struct TakeoverTests {
         let actions = harness.frame(request)
         #expect(actions.contains(.setNeighbour("eth0", .v4(Self.ipv4), Self.sleeperMAC)))
         #expect(actions.injectedFrames.isEmpty)
-        // Released: the entry goes.
-        let release = harness.frame(Self.arpRequest(from: Self.sleeperMAC, sender: Self.ipv4, target: Self.ipv4))
+        // Released (the host probes for its name, as a returning host's mDNS stack does): the entry goes.
+        let probe = Query.bytes(
+            [DNSQuestion(name: "sleepy.local.", type: .any, unicastResponse: true)],
+            authorities: [DNSRecord(name: "sleepy.local.", ttl: 120, rdata: .a(Self.ipv4))])
+        let release = harness.mdns(probe, mac: Self.sleeperMAC)
         #expect(release.contains(.removeNeighbour("eth0", .v4(Self.ipv4))))
     }
 
@@ -176,12 +227,17 @@ struct TakeoverTests {
         #expect(defense.icmpv6?.neighborAdvertisement?.flags == .override)
     }
 
-    @Test func anAdvertisementFromTheHostReleasesIt() {
+    @Test func anAdvertisementFromTheHostRestartsProbingOfThatAddressOnly() throws {
         var harness = Self.taken()
         let advertisement = EthernetFrame.neighborAdvertisement(
             for: Self.ipv6, flags: .override, targetLinkLayerAddress: Self.sleeperMAC, sourceAddress: Self.ipv6,
             source: Self.sleeperMAC
         ).serialized()
-        #expect(harness.frame(advertisement).events.map(\.kind) == [.released])
+        #expect(harness.frame(advertisement).events.isEmpty)
+        #expect(harness.core.owners.count == 1)
+        #expect(harness.core.state(of: OwnerKey(interface: "eth0", primaryMAC: Self.sleeperMAC)) == .takingOver)
+        // IPv4 is still claimed: its requests are answered.
+        let request = Self.arpRequest(from: Self.wakerMAC, sender: Self.waker, target: Self.ipv4)
+        #expect(harness.frame(request).injectedFrames.count == 1)
     }
 }

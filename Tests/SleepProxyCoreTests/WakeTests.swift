@@ -109,7 +109,7 @@ struct WakeTests {
         var ard = [UInt8](repeating: 0, count: 110)
         ard[0] = 0x13
         ard[1] = 0x88
-        #expect(Self.wakes(harness.frame(Self.datagram(3283, ard))).count == 1)
+        #expect(Self.wakes(harness.frame(Self.datagram(3283, ard))).isEmpty, "no ARD service registered")
         var other = TakeoverTests.taken()
         #expect(Self.wakes(other.frame(Self.datagram(4500, [0x12, 0x34, 0x56, 0x78, 1]))).count == 1, "ESP")
     }
@@ -153,9 +153,15 @@ struct WakeTests {
         var harness = TakeoverTests.taken()
         harness.frame(Self.segment(22, .syn))
         harness.advance(.seconds(3))
-        // The woken host announces its address.
-        harness.frame(
-            TakeoverTests.arpRequest(from: Self.sleeperMAC, sender: TakeoverTests.ipv4, target: TakeoverTests.ipv4))
+        // The woken Mac announces with OWNER and its next sequence number.
+        let announcement = try DNSMessage(
+            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
+            answers: [DNSRecord(name: "sleepy.local.", ttl: 120, cacheFlush: true, rdata: .a(TakeoverTests.ipv4))],
+            additionals: [Update.opt(owner: OwnerOption(sequence: 2, primaryMAC: Self.sleeperMAC), lease: nil)]
+        ).encoded()
+        let released = harness.mdns(announcement, mac: Self.sleeperMAC)
+        #expect(released.events.map(\.kind) == [.released])
+        #expect(released.transmissions.isEmpty && released.injectedFrames.isEmpty)
         #expect(harness.core.owners.isEmpty)
         #expect(harness.run(until: harness.now + .seconds(40)).injectedFrames.isEmpty)
     }

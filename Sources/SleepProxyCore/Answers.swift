@@ -1,0 +1,227 @@
+import DNSWire
+import NetworkAddresses
+
+/// Answers for held records (RFC 6762 sections 5 to 7, RFC 6763 section 12): multicast after the usual delays,
+/// unicast for QU questions (unless the record has not been multicast for a quarter of its TTL) and for direct
+/// and legacy queries, known-answer suppression, additional records, and NSEC for what a unique name lacks.
+extension SleepProxyCore {
+    // MARK: Input
+
+    /// Handles one mDNS packet seen on an interface: releases hosts that show themselves awake, checks conflicts,
+    /// then answers queries for held records.
+    public mutating func handleMDNS(_ packet: MDNSPacket, now: UnixTime) -> [Action] {
+        var actions = expire(now: now)
+        guard let link = links[packet.interface] else { return actions }
+        let message: DNSMessage
+        do {
+            message = try DNSMessage(decoding: packet.bytes)
+        } catch {
+            actions.append(.log(.debug, "mDNS from \(packet.source) on \(packet.interface) ignored: \(error)"))
+            return actions
+        }
+        // OWNER first: a waking Mac's announcement must not look like a conflict (PROTOCOL.md section 3.1).
+        actions += releaseOnOwner(message, packet, now: now)
+        actions += releaseOnOwnTraffic(message, packet, now: now)
+        actions += checkAdvertisementConflict(message, packet, now: now)
+        actions += checkHeldConflicts(message, packet, now: now)
+        if !message.flags.isResponse, message.flags.opcode == .query {
+            actions += answer(message, packet, link: link, now: now)
+        }
+        return actions
+    }
+
+    // MARK: Answers
+
+    /// Answers one query (RFC 6762 sections 5 and 6): the held records that match each question, less the
+    /// known answers the querier already has, with the additional records DNS-SD clients expect.
+    mutating func answer(_ message: DNSMessage, _ packet: MDNSPacket, link: Link, now: UnixTime) -> [Action] {
+        let knownAnswers = message.answers
+        // More known answers for a truncated query asked a moment ago by the same querier.
+        if message.questions.isEmpty {
+            pruneKnownAnswers(knownAnswers, from: packet.source, interface: packet.interface)
+            return []
+        }
+        var unicast: [DNSRecord] = []
+        var multicast: [DNSRecord] = []
+        let directUnicast = !isMulticast(packet.destination)
+        let group = MulticastDNS.group(for: packet.source.address)
+        for question in message.questions {
+            guard question.questionClass == .internet || question.questionClass == .any else { continue }
+            var records = lookup(question.name, type: question.type, interface: packet.interface, now: now)
+            if records.isEmpty,
+                let nsec = negativeAnswer(question.name, type: question.type, interface: packet.interface, now: now)
+            {
+                records = [nsec]
+            }
+            records.removeAll { record in knownAnswers.contains { Self.suppresses($0, record) } }
+            for record in records {
+                let viaUnicast: Bool
+                if packet.isLegacyUnicast || directUnicast {
+                    viaUnicast = true
+                } else if question.unicastResponse {
+                    // RFC 6762 section 5.4: a QU question is still answered by multicast when the record has not
+                    // been multicast on this link for a quarter of its TTL, so that other caches stay fresh.
+                    let last = lastMulticastTime(of: record, interface: packet.interface, group: group)
+                    viaUnicast = last.map { now - $0 < .seconds(Int64(record.ttl / 4)) } ?? false
+                } else {
+                    viaUnicast = false
+                }
+                if viaUnicast {
+                    if !unicast.contains(record) { unicast.append(record) }
+                } else if !multicast.contains(record) {
+                    multicast.append(record)
+                }
+            }
+        }
+        var actions: [Action] = []
+        if !unicast.isEmpty {
+            let additionals = additionalRecords(for: unicast, interface: packet.interface, now: now).filter { record in
+                !knownAnswers.contains { Self.suppresses($0, record) }
+            }
+            let reply: DNSMessage
+            if packet.isLegacyUnicast {
+                // A conventional DNS reply: the query's ID and question, TTLs of at most 10 s, no cache-flush bits.
+                func legacy(_ record: DNSRecord) -> DNSRecord {
+                    var copy = record
+                    copy.ttl = min(copy.ttl, MulticastDNS.legacyUnicastTTL)
+                    copy.cacheFlush = false
+                    return copy
+                }
+                reply = DNSMessage(
+                    id: message.id, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
+                    questions: message.questions, answers: unicast.map(legacy), additionals: additionals.map(legacy))
+            } else {
+                reply = DNSMessage(
+                    id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: unicast,
+                    additionals: additionals)
+            }
+            for bytes in Self.encode(reply, truncateIfTooLarge: packet.isLegacyUnicast) {
+                actions.append(
+                    .sendMDNS(
+                        MDNSTransmission(
+                            interface: packet.interface, bytes: bytes, destination: packet.source,
+                            destinationScopeID: packet.sourceScopeID,
+                            source: directUnicast && !isHeldAddress(packet.destination, on: packet.interface)
+                                ? packet.destination : nil)))
+            }
+        }
+        if !multicast.isEmpty {
+            // Shared records may be answered by several responders: wait 20-120 ms (RFC 6762 section 6). A truncated
+            // query is followed by more known answers: wait 400-500 ms for them (section 7.2).
+            let delay: Duration
+            if message.flags.truncated {
+                delay = .milliseconds(Int64.random(in: 400...500, using: &random))
+            } else if multicast.contains(where: { !$0.cacheFlush }) {
+                delay = .milliseconds(Int64.random(in: 20...120, using: &random))
+            } else {
+                delay = .zero
+            }
+            pendingResponses.append(
+                PendingResponse(
+                    due: now + delay, interface: packet.interface,
+                    group: group,
+                    answers: multicast, querier: message.flags.truncated ? packet.source : nil, isAnnouncement: false))
+            if delay == .zero { actions += sendDueResponses(now: now) }
+        }
+        return actions
+    }
+
+    /// Held records on `interface` whose name matches (ignoring case) and whose type matches (or ANY).
+    func lookup(_ name: DNSName, type: DNSType, interface: InterfaceName, now: UnixTime) -> [DNSRecord] {
+        var found = advertisementLookup(name, type: type, interface: interface)
+        guard let keys = heldNames[UniqueName(interface: interface, name: name.lowercased())] else { return found }
+        for key in keys {
+            guard let host = hosts[key] else { continue }
+            for held in host.owner.records
+            where (type == .any || held.record.type == type) && held.record.name.caseInsensitiveEquals(name)
+                && host.answers(held.record, at: now)
+            {
+                found.append(held.record)
+            }
+        }
+        return found
+    }
+
+    /// The types held for a unique name, if every record of that name is unique (cache-flush); nil for shared or
+    /// unknown names.
+    func uniqueTypes(of name: DNSName, interface: InterfaceName, now: UnixTime) -> (types: [DNSType], ttl: UInt32)? {
+        let records = lookup(name, type: .any, interface: interface, now: now)
+        guard !records.isEmpty, records.allSatisfy(\.cacheFlush) else { return nil }
+        return (Array(Set(records.map(\.type))).sorted(), records.map(\.ttl).max() ?? 120)
+    }
+
+    /// RFC 6762 section 6.1: asked for a type a unique name does not have, say so with an NSEC.
+    func negativeAnswer(_ name: DNSName, type: DNSType, interface: InterfaceName, now: UnixTime) -> DNSRecord? {
+        guard type != .any, let held = uniqueTypes(of: name, interface: interface, now: now) else { return nil }
+        let owner = lookup(name, type: .any, interface: interface, now: now).first?.name ?? name
+        return DNSRecord(
+            name: owner, ttl: held.ttl, cacheFlush: true, rdata: .nsec(NSECData(nextName: owner, types: held.types)))
+    }
+
+    /// RFC 6763 section 12: for a PTR answer the instance's SRV and TXT and the target's addresses; for an SRV
+    /// answer the target's addresses; plus an NSEC for every unique name so that a querier knows what is not there.
+    func additionalRecords(for answers: [DNSRecord], interface: InterfaceName, now: UnixTime) -> [DNSRecord] {
+        var additional: [DNSRecord] = []
+        func add(_ records: [DNSRecord]) {
+            for record in records where !answers.contains(record) && !additional.contains(record) {
+                additional.append(record)
+            }
+        }
+        var targets: [DNSName] = []
+        for answer in answers {
+            switch answer.rdata {
+            case .ptr(let instance) where ReverseMapping.address(of: answer.name) == nil:
+                let srv = lookup(instance, type: .srv, interface: interface, now: now)
+                add(srv)
+                add(lookup(instance, type: .txt, interface: interface, now: now))
+                for case .srv(let data) in srv.map(\.rdata) { targets.append(data.target) }
+            case .srv(let data):
+                targets.append(data.target)
+            default:
+                break
+            }
+        }
+        for target in targets {
+            add(lookup(target, type: .a, interface: interface, now: now))
+            add(lookup(target, type: .aaaa, interface: interface, now: now))
+        }
+        var nsecNames: [DNSName] = []
+        for record in answers + additional where record.cacheFlush && record.type != .nsec {
+            if !nsecNames.contains(where: { $0.caseInsensitiveEquals(record.name) }) { nsecNames.append(record.name) }
+        }
+        for name in nsecNames {
+            guard let held = uniqueTypes(of: name, interface: interface, now: now) else { continue }
+            let nsec = DNSRecord(
+                name: name, ttl: held.ttl, cacheFlush: true, rdata: .nsec(NSECData(nextName: name, types: held.types)))
+            if !answers.contains(where: { $0.type == .nsec && $0.name.caseInsensitiveEquals(name) }) { add([nsec]) }
+        }
+        return additional
+    }
+
+    /// RFC 6762 section 7.1: a known answer suppresses ours when it is the same record with at least half our TTL.
+    static func suppresses(_ known: DNSRecord, _ ours: DNSRecord) -> Bool {
+        known.type == ours.type && known.recordClass == ours.recordClass && known.ttl >= ours.ttl / 2
+            && known.name.caseInsensitiveEquals(ours.name) && HeldRecord.sameRData(known.rdata, ours.rdata)
+    }
+
+    mutating func pruneKnownAnswers(_ known: [DNSRecord], from querier: Endpoint, interface: InterfaceName) {
+        for index in pendingResponses.indices
+        where pendingResponses[index].querier == querier && pendingResponses[index].interface == interface {
+            pendingResponses[index].answers.removeAll { record in known.contains { Self.suppresses($0, record) } }
+        }
+    }
+
+    /// Never send from a held address: it is the sleeping host's, not ours (a query sent straight to it is
+    /// answered from our own address).
+    func isHeldAddress(_ address: IPAddress, on interface: InterfaceName) -> Bool {
+        heldAddresses[NeighbourKey(interface: interface, address: address)] != nil
+    }
+
+    func isMulticast(_ address: IPAddress) -> Bool {
+        switch address {
+        case .v4(let v4): v4.isMulticast
+        case .v6(let v6): v6.isMulticast
+        }
+    }
+
+}

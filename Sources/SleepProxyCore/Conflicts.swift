@@ -1,0 +1,118 @@
+import DNSWire
+import NetworkAddresses
+
+/// Other hosts' records against held ones (RFC 6762 sections 7.4, 8.2 and 9, as mDNS.c `mDNSCoreReceiveResponse`
+/// applies them to a sleep proxy's records; PROTOCOL.md section 3.1).
+///
+/// - An identical record with less than half our TTL (a goodbye, typically the host's own as it goes down) would
+///   make caches drop what we answer for: we re-announce ours at once.
+/// - An identical record with at least half our TTL is someone else answering for us: a multicast answer of ours
+///   still waiting for its time is cancelled (duplicate-answer suppression).
+/// - A unique held record answered by another host with the same name and type but other data is a conflict. The
+///   host itself (its wake MAC) never conflicts with its own records. A verified record goes back to silent
+///   probing and is re-announced four times. Conflicts before the probe's first tick are ignored; one during the
+///   probe is forgiven with a pause of a second. A further conflict, during the probe or before the record has
+///   settled again, wakes the owner for that record only: it is withdrawn, the magic packets go out, its other
+///   records stay answered.
+/// - A probe from another host for a held unique name is defended by answering it at once.
+extension SleepProxyCore {
+    mutating func checkHeldConflicts(_ message: DNSMessage, _ packet: MDNSPacket, now: UnixTime) -> [Action] {
+        let isResponse = message.flags.isResponse
+        let theirs = isResponse ? message.answers + message.additionals : message.authorities
+        var actions: [Action] = []
+        var defended: [DNSRecord] = []
+        var reannounced: [DNSRecord] = []
+        var duplicates: [DNSRecord] = []
+        for record in theirs where record.type != .opt {
+            let name = UniqueName(interface: packet.interface, name: record.name.lowercased())
+            for key in heldNames[name] ?? [] {
+                guard let host = hosts[key] else { continue }
+                let sameType = host.owner.records.map(\.record).filter {
+                    $0.type == record.type && $0.name.caseInsensitiveEquals(record.name)
+                }
+                if let ours = sameType.first(where: { HeldRecord.identical($0, record) }) {
+                    guard isResponse, host.answers(ours, at: now) else { continue }
+                    if record.ttl < ours.ttl / 2 {
+                        if !reannounced.contains(ours) { reannounced.append(ours) }
+                    } else {
+                        duplicates.append(ours)
+                    }
+                    continue
+                }
+                let unique = sameType.filter(\.cacheFlush)
+                guard !unique.isEmpty, record.ttl > 0, packet.sourceMAC != host.owner.wakeMAC else { continue }
+                guard isResponse else {
+                    defended += unique.filter { host.answers($0, at: now) && !defended.contains($0) }
+                    continue
+                }
+                for ours in unique {
+                    actions += conflict(on: ours, of: key, packet: packet, now: now)
+                }
+            }
+        }
+        let group = MulticastDNS.group(for: packet.source.address)
+        if !duplicates.isEmpty {
+            suppressDuplicateAnswers(duplicates, interface: packet.interface, group: group)
+        }
+        if !reannounced.isEmpty {
+            actions.append(
+                .log(
+                    .info,
+                    "\(packet.source) said goodbye to \(reannounced.count) held records (\(reannounced[0].name) \(reannounced[0].type)...); announcing them again"
+                ))
+            scheduleMulticast(reannounced, interface: packet.interface, groups: [group], at: now, announcement: true)
+            actions += sendDueResponses(now: now)
+        }
+        if !defended.isEmpty {
+            let reply = DNSMessage(
+                id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: defended)
+            for bytes in Self.encode(reply, truncateIfTooLarge: false) {
+                actions.append(
+                    .sendMDNS(MDNSTransmission(interface: packet.interface, bytes: bytes, destination: group)))
+            }
+        }
+        return actions
+    }
+
+    /// One conflicting answer for one held record.
+    private mutating func conflict(on ours: DNSRecord, of key: OwnerKey, packet: MDNSPacket, now: UnixTime) -> [Action]
+    {
+        guard let host = hosts[key], let link = links[key.interface] else { return [] }
+        let identity = RecordIdentity(ours)
+        let what = "\(packet.source) answered \(ours.name) \(ours.type) with other data"
+        if case .records(let withdrawn) = host.wake?.scope, withdrawn.contains(identity) { return [] }
+        guard host.wake?.scope != .host else { return [] }
+        if var probe = host.probes[identity], now < probe.settledAt {
+            if now < probe.firstTick {
+                return [.log(.debug, "\(key): \(what) before the first probe tick; ignored")]
+            }
+            if probe.isProbing(at: now), probe.forgiven == 0 {
+                probe.forgiven += 1
+                probe.started = now + RecordProbe.conflictPause - RecordProbe.tick
+                hosts[key]?.probes[identity] = probe
+                scheduleAnnouncements(of: [ours], on: link, probe: probe)
+                refreshHostDeadline()
+                return [.log(.notice, "\(key): \(what) while it was probed; pausing a second and probing again")]
+            }
+            let reason = "name conflict: \(packet.source) keeps answering \(ours.name) \(ours.type) with other data"
+            let event = Event(
+                time: now, kind: .conflict, interface: key.interface, owner: key.primaryMAC, source: packet.source,
+                detail: "persistent conflict: \(reason); waking the owner for that record")
+            return [.store(.appendEvent(event)), .log(.warning, "\(key): \(event.detail)")]
+                + startWake(key, now: now, reason: reason, source: packet.source, scope: .records([identity]))
+        }
+        // A settled record goes back to silent probing, then is announced four times.
+        let probe = RecordProbe(started: now, announcements: 4, afterConflict: true)
+        hosts[key]?.probes[identity] = probe
+        scheduleAnnouncements(of: [ours], on: link, probe: probe)
+        refreshHostDeadline()
+        return [.log(.notice, "\(key): \(what); probing it again before re-announcing it")]
+    }
+
+    /// Forgets probes whose records have settled.
+    mutating func settleProbes(of key: OwnerKey, now: UnixTime) {
+        guard let probes = hosts[key]?.probes, !probes.isEmpty else { return }
+        let remaining = probes.filter { now < $0.value.settledAt }
+        if remaining.count != probes.count { hosts[key]?.probes = remaining }
+    }
+}

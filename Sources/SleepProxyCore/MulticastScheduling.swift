@@ -1,0 +1,242 @@
+import DNSWire
+import NetworkAddresses
+
+/// A multicast response or announcement waiting for its time.
+struct PendingResponse: Sendable {
+    var due: UnixTime
+    var interface: InterfaceName
+    var group: Endpoint
+    var answers: [DNSRecord]
+    /// The querier whose truncated query (TC) may still be followed by more known answers.
+    var querier: Endpoint?
+    /// Announcements go out even if the records were multicast a moment ago (the second one is ~1 s later).
+    var isAnnouncement: Bool
+}
+
+/// A record as the once-a-second multicast limit sees it: interface, family, name in lower case, type, RDATA.
+struct MulticastKey: Hashable, Sendable {
+    var interface: InterfaceName
+    var ipv6: Bool
+    var name: DNSName
+    var type: DNSType
+    var rdata: RData
+}
+
+/// When multicast goes out (RFC 6762 sections 6, 7.4, 8.3 and 10.1): announcements of what was taken over,
+/// answers after their random delay, at most once a second per record, never for a record no longer held, in
+/// messages of at most 1,440 bytes, and goodbyes only for records nobody else still holds.
+extension SleepProxyCore {
+    /// The DNS payload of a message we send: 1,440 bytes, unless a single record needs more (RFC 6762
+    /// section 17; mDNSResponder's `NormalMaxDNSMessageData`).
+    static let maximumMessage = 1_440
+
+    /// Announces records of a host just taken over, twice, the second about a second after the first, on both
+    /// families of the link. Unique records are announced once their silent probe (three ticks of 250 ms) is
+    /// over, as Apple's proxy does; reverse-mapping PTRs are not announced: they are answered when asked.
+    mutating func scheduleAnnouncement(of records: [DNSRecord], on link: Link, now: UnixTime) {
+        let announced = records.filter { ReverseMapping.address(of: $0) == nil }
+        guard !announced.isEmpty else { return }
+        let verified = now + RecordProbe.tick * RecordProbe.ticks
+        for offset in [Duration.zero, .seconds(1)] {
+            scheduleMulticast(
+                announced, interface: link.name, groups: Self.groups(of: link), at: verified + offset,
+                announcement: true)
+        }
+    }
+
+    /// Announces records at the end of a probe: as many times as the probe says, the gaps doubling from 1 s.
+    mutating func scheduleAnnouncements(of records: [DNSRecord], on link: Link, probe: RecordProbe) {
+        var due = probe.verifiedAt
+        for index in 0..<probe.announcements {
+            scheduleMulticast(records, interface: link.name, groups: Self.groups(of: link), at: due, announcement: true)
+            let gaps = RecordProbe.conflictAnnouncementGaps
+            due = due + gaps[min(index, gaps.count - 1)]
+        }
+    }
+
+    mutating func scheduleMulticast(
+        _ records: [DNSRecord], interface: InterfaceName, groups: [Endpoint], at due: UnixTime, announcement: Bool
+    ) {
+        for group in groups {
+            pendingResponses.append(
+                PendingResponse(
+                    due: due, interface: interface, group: group, answers: records, querier: nil,
+                    isAnnouncement: announcement))
+        }
+    }
+
+    /// Duplicate-answer suppression (RFC 6762 section 7.4): another responder multicast these records with at
+    /// least half our TTL, so our own multicast answers of them (not announcements) need not go out.
+    mutating func suppressDuplicateAnswers(_ records: [DNSRecord], interface: InterfaceName, group: Endpoint) {
+        for index in pendingResponses.indices
+        where !pendingResponses[index].isAnnouncement && pendingResponses[index].interface == interface
+            && pendingResponses[index].group == group
+        {
+            pendingResponses[index].answers.removeAll { records.contains($0) }
+        }
+        pendingResponses.removeAll { $0.answers.isEmpty }
+    }
+
+    /// Sends the multicast responses that are due, keeping only records still held and answered, and not
+    /// multicast on that interface and family within the last second (announcements excepted).
+    mutating func sendDueResponses(now: UnixTime) -> [Action] {
+        guard pendingResponses.contains(where: { $0.due <= now }) else { return [] }
+        var actions: [Action] = []
+        let due = pendingResponses.filter { $0.due <= now }.sorted { $0.due < $1.due }
+        pendingResponses.removeAll { $0.due <= now }
+        for response in due {
+            let ipv6 = if case .v6 = response.group.address { true } else { false }
+            var answers: [DNSRecord] = []
+            for record in response.answers {
+                guard isAnswered(record, interface: response.interface, now: now) else { continue }
+                let key = MulticastKey(
+                    interface: response.interface, ipv6: ipv6, name: record.name.lowercased(), type: record.type,
+                    rdata: record.rdata)
+                if !response.isAnnouncement, let last = lastMulticast[key], now - last < MulticastDNS.multicastInterval
+                {
+                    continue
+                }
+                lastMulticast[key] = now
+                answers.append(record)
+            }
+            guard !answers.isEmpty else { continue }
+            let additionals =
+                response.isAnnouncement
+                ? [] : additionalRecords(for: answers, interface: response.interface, now: now)
+            let message = DNSMessage(
+                id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: answers,
+                additionals: additionals)
+            for bytes in Self.encode(message, truncateIfTooLarge: false) {
+                actions.append(
+                    .sendMDNS(
+                        MDNSTransmission(interface: response.interface, bytes: bytes, destination: response.group)))
+            }
+        }
+        if lastMulticast.count > 4 * recordCount + 1024 {
+            // Entries older than a TTL's quarter no longer matter to any rule; keep a few minutes' worth.
+            lastMulticast = lastMulticast.filter { now - $0.value < .seconds(1200) }
+        }
+        return actions
+    }
+
+    /// When `record` was last multicast on `interface` to the family of `group`.
+    func lastMulticastTime(of record: DNSRecord, interface: InterfaceName, group: Endpoint) -> UnixTime? {
+        let ipv6 = if case .v6 = group.address { true } else { false }
+        return lastMulticast[
+            MulticastKey(
+                interface: interface, ipv6: ipv6, name: record.name.lowercased(), type: record.type,
+                rdata: record.rdata)]
+    }
+
+    /// Whether `record` is answered now on `interface`: a held record of a host that answers it (verified, not
+    /// being woken for), a negative answer for such a name, or a record of our own advertisement.
+    func isAnswered(_ record: DNSRecord, interface: InterfaceName, now: UnixTime) -> Bool {
+        if record.type == .nsec, uniqueTypes(of: record.name, interface: interface, now: now) != nil { return true }
+        let name = record.name.lowercased()
+        if heldRecords[Self.recordKey(record, lowercasedName: name, interface: interface)] != nil {
+            return heldNames[UniqueName(interface: interface, name: name)]?.contains { key in
+                guard let host = hosts[key], host.answers(record, at: now) else { return false }
+                return host.owner.records.contains { $0.record == record }
+            } == true
+        }
+        return advertisementLookup(record.name, type: record.type, interface: interface).contains(record)
+    }
+
+    static func recordKey(_ record: DNSRecord, lowercasedName: DNSName, interface: InterfaceName) -> MulticastKey {
+        MulticastKey(interface: interface, ipv6: false, name: lowercasedName, type: record.type, rdata: record.rdata)
+    }
+
+    /// Goodbyes (TTL 0) for records that go, leaving out those another held host or our own advertisement still
+    /// holds: a shared record such as `_ssh._tcp.local. PTR` must stay in caches while anyone answers it
+    /// (mDNSResponder keeps such duplicates aside and says no goodbye while one remains).
+    mutating func goodbyes(for records: [DNSRecord], interface: InterfaceName, holderCount: Int = 0) -> [Action] {
+        let leaving = records.filter { record in
+            let held =
+                heldRecords[Self.recordKey(record, lowercasedName: record.name.lowercased(), interface: interface)] ?? 0
+            return held <= holderCount
+                && !advertisementLookup(record.name, type: record.type, interface: interface).contains {
+                    HeldRecord.identical($0, record)
+                }
+        }
+        guard !leaving.isEmpty else { return [] }
+        return multicastNow(
+            leaving.map { record in
+                var copy = record
+                copy.ttl = 0
+                return copy
+            }, interface: interface)
+    }
+
+    /// Sends records at once to every group of the interface's families.
+    mutating func multicastNow(_ records: [DNSRecord], interface: InterfaceName) -> [Action] {
+        multicastNow(
+            message: DNSMessage(
+                id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: records),
+            interface: interface)
+    }
+
+    mutating func multicastNow(message: DNSMessage, interface: InterfaceName) -> [Action] {
+        guard let link = links[interface] else { return [] }
+        var actions: [Action] = []
+        for group in Self.groups(of: link) {
+            for bytes in Self.encode(message, truncateIfTooLarge: false) {
+                actions.append(.sendMDNS(MDNSTransmission(interface: interface, bytes: bytes, destination: group)))
+            }
+        }
+        return actions
+    }
+
+    static func groups(of link: Link) -> [Endpoint] {
+        var groups: [Endpoint] = []
+        if link.prefixes.contains(where: { if case .v4 = $0.address { true } else { false } }) {
+            groups.append(MulticastDNS.ipv4Group)
+        }
+        if link.prefixes.contains(where: { if case .v6 = $0.address { true } else { false } }) {
+            groups.append(MulticastDNS.ipv6Group)
+        }
+        return groups
+    }
+
+    /// Encodes a response in messages of at most `maximumMessage` bytes: the answers are split over several
+    /// messages (multicast), or cut with TC set (legacy unicast, which can retry over TCP); additional records
+    /// go only where they fit. A single record larger than the limit goes alone.
+    static func encode(_ message: DNSMessage, truncateIfTooLarge: Bool) -> [[UInt8]] {
+        guard let bytes = try? message.encoded() else { return [] }
+        if bytes.count <= maximumMessage { return [bytes] }
+        var lean = message
+        lean.additionals = []
+        if let bytes = try? lean.encoded(), bytes.count <= maximumMessage {
+            // Keep the additionals that still fit.
+            var fitted = lean
+            for record in message.additionals {
+                var trial = fitted
+                trial.additionals.append(record)
+                if let size = try? trial.encoded().count, size <= maximumMessage { fitted = trial }
+            }
+            return (try? fitted.encoded()).map { [$0] } ?? [bytes]
+        }
+        if truncateIfTooLarge || lean.answers.count + lean.authorities.count < 2 {
+            var truncated = lean
+            while truncated.answers.count > 1,
+                (try? truncated.encoded()).map({ $0.count > maximumMessage }) ?? true
+            {
+                truncated.answers.removeLast()
+                truncated.flags.truncated = true
+            }
+            return (try? truncated.encoded()).map { [$0] } ?? []
+        }
+        // Split answers (or, for a probe, authorities) in two and encode each half the same way.
+        var first = lean
+        var second = lean
+        if lean.answers.count >= 2 {
+            let half = lean.answers.count / 2
+            first.answers = Array(lean.answers[..<half])
+            second.answers = Array(lean.answers[half...])
+        } else {
+            let half = lean.authorities.count / 2
+            first.authorities = Array(lean.authorities[..<half])
+            second.authorities = Array(lean.authorities[half...])
+        }
+        return encode(first, truncateIfTooLarge: false) + encode(second, truncateIfTooLarge: false)
+    }
+}

@@ -1,0 +1,177 @@
+import DNSWire
+import NetworkAddresses
+
+/// Why a held host (or some of its records) leaves, and how: silently when the host is back, with goodbyes when
+/// the administrator forgets it.
+struct DropReason: Sendable {
+    var kind: Event.Kind
+    var detail: String
+    /// Multicast goodbyes (TTL 0) for the records, so that caches drop them at once.
+    var goodbyes: Bool
+    var level: LogLevel
+
+    /// The host is back and answers for itself: no goodbyes, no wake.
+    static func released(_ detail: String) -> DropReason {
+        DropReason(kind: .released, detail: detail, goodbyes: false, level: .info)
+    }
+
+    /// The administrator asked.
+    static func forgotten(_ detail: String) -> DropReason {
+        DropReason(kind: .released, detail: "forgotten: \(detail)", goodbyes: true, level: .notice)
+    }
+
+    /// A wake went unanswered; its goodbyes went out already.
+    static func unanswered(_ detail: String) -> DropReason {
+        DropReason(kind: .expired, detail: detail, goodbyes: false, level: .warning)
+    }
+}
+
+/// When the proxy lets go of a host. Every rule is here; `drop(_:reason:now:)` is the one way out.
+///
+/// - A packet with the host's OWNER releases the records it concerns when its sequence differs, or when they
+///   were registered more than 60 s before it (mDNS.c `ClearProxyRecords`, applied per record: a record refreshed
+///   by a later datagram is younger). The same sequence within 60 s is the host going to sleep.
+/// - A host that never sends OWNER is back when it probes for one of its held names from its wake MAC (a host
+///   going to sleep never probes), or when it announces or answers one (TTL > 0) more than 60 s after it
+///   registered. Goodbyes it sends as it goes down are answered by re-announcing (`Conflicts.swift`).
+/// - ARP or Neighbour Discovery from the host for a held address restarts probing and never releases by itself;
+///   a host still using its address after probing was restarted the maximum number of times is awake.
+extension SleepProxyCore {
+    // MARK: OWNER
+
+    mutating func releaseOnOwner(_ message: DNSMessage, _ packet: MDNSPacket, now: UnixTime) -> [Action] {
+        var actions: [Action] = []
+        for opt in message.optRecords {
+            guard let option = opt.optData?.owner, option.version == 0, !option.primaryMAC.isZero else { continue }
+            let key = OwnerKey(interface: packet.interface, primaryMAC: option.primaryMAC)
+            guard let host = hosts[key] else { continue }
+            let kind = message.flags.isResponse ? "response" : "query"
+            if option.sequence != host.owner.sequence {
+                actions += drop(
+                    key,
+                    reason: .released(
+                        "OWNER seq \(option.sequence) (held \(host.owner.sequence)) in an mDNS \(kind) from \(packet.source)"
+                    ), now: now)
+                continue
+            }
+            let stale = host.owner.records.filter { now - $0.registeredAt > MulticastDNS.ownerReleaseAge }
+            guard !stale.isEmpty else { continue }
+            let oldest = stale.map(\.registeredAt).min().map { (now - $0).components.seconds } ?? 0
+            let why =
+                "OWNER seq \(option.sequence) in an mDNS \(kind) from \(packet.source), \(stale.count) records registered more than \(MulticastDNS.ownerReleaseAge.components.seconds) s before (oldest \(oldest) s)"
+            if stale.count == host.owner.records.count {
+                actions += drop(key, reason: .released(why), now: now)
+            } else {
+                actions += dropRecords(
+                    Set(stale.map { RecordIdentity($0.record) }), of: key, reason: .released(why), now: now)
+            }
+        }
+        return actions
+    }
+
+    // MARK: Hosts that never send OWNER
+
+    mutating func releaseOnOwnTraffic(_ message: DNSMessage, _ packet: MDNSPacket, now: UnixTime) -> [Action] {
+        guard let mac = packet.sourceMAC else { return [] }
+        // A packet with OWNER speaks for its sender; the OWNER rules decide.
+        guard !message.optRecords.contains(where: { $0.optData?.owner != nil }) else { return [] }
+        let isProbe = !message.flags.isResponse && !message.questions.isEmpty && !message.authorities.isEmpty
+        let claimed: [DNSRecord]
+        if isProbe {
+            claimed = message.authorities
+        } else if message.flags.isResponse {
+            claimed = (message.answers + message.additionals).filter { $0.ttl > 0 && $0.type != .opt }
+        } else {
+            return []
+        }
+        var actions: [Action] = []
+        var seen = Set<OwnerKey>()
+        for record in claimed {
+            for key in heldNames[UniqueName(interface: packet.interface, name: record.name.lowercased())] ?? [] {
+                guard let host = hosts[key], host.owner.wakeMAC == mac, seen.insert(key).inserted else { continue }
+                if isProbe {
+                    actions += drop(
+                        key, reason: .released("probed for its name \(record.name) from its own MAC \(mac)"), now: now)
+                } else if now - host.owner.registeredAt > MulticastDNS.ownerReleaseAge {
+                    actions += drop(
+                        key,
+                        reason: .released(
+                            "announced its name \(record.name) from its own MAC \(mac), \((now - host.owner.registeredAt).components.seconds) s after it registered"
+                        ), now: now)
+                }
+                // Earlier, it is a host still answering for itself as it goes to sleep: keep everything.
+            }
+        }
+        return actions
+    }
+
+    // MARK: Addresses
+
+    /// The host (its wake MAC) used a held address: probe again. Once probing has been restarted the maximum
+    /// number of times and the host still answers, it is awake: let go rather than claim a live host's address.
+    mutating func ownerUsesAddress(_ address: IPAddress, of key: OwnerKey, now: UnixTime, what: String) -> [Action] {
+        guard let takeover = hosts[key]?.takeovers[address] else { return [] }
+        guard takeover.restarts < TakeoverTiming.maximumRestarts else {
+            return drop(
+                key,
+                reason: .released(
+                    "\(what) for \(address) from its own MAC after \(TakeoverTiming.maximumRestarts) probe restarts: it is awake"
+                ), now: now)
+        }
+        restartProbing(key, address, now: now)
+        return []
+    }
+
+    // MARK: The way out
+
+    /// Drops a held host: its take-overs stop, a wake in progress ends, its records go (with goodbyes when the
+    /// reason asks for them, except for shared records another host or the proxy itself still holds), and the
+    /// store and the event history say why.
+    mutating func drop(_ key: OwnerKey, reason: DropReason, now: UnixTime) -> [Action] {
+        guard hosts[key] != nil else { return [] }
+        var actions = stopTakeovers(of: key)
+        guard let host = remove(key) else { return actions }
+        if reason.goodbyes {
+            actions = goodbyes(for: host.owner.records.map(\.record), interface: key.interface) + actions
+        }
+        refreshHostDeadline()
+        let event = Event(
+            time: now, kind: reason.kind, interface: key.interface, owner: key.primaryMAC, detail: reason.detail)
+        let verb = reason.kind == .released ? "released" : "dropped"
+        return actions + [
+            .store(.removeOwner(key)), .store(.appendEvent(event)),
+            .log(reason.level, "\(verb) \(key): \(reason.detail)"),
+        ]
+    }
+
+    /// Drops some of a host's records; the host goes when none are left.
+    mutating func dropRecords(
+        _ identities: Set<RecordIdentity>, of key: OwnerKey, reason: DropReason, now: UnixTime
+    ) -> [Action] {
+        guard var owner = hosts[key]?.owner else { return [] }
+        let gone = owner.records.filter { identities.contains(RecordIdentity($0.record)) }
+        owner.records.removeAll { identities.contains(RecordIdentity($0.record)) }
+        guard !owner.records.isEmpty else { return drop(key, reason: reason, now: now) }
+        guard !gone.isEmpty else { return [] }
+        replaceRecords(of: key, with: owner)
+        var actions: [Action] = []
+        if reason.goodbyes {
+            actions += goodbyes(for: gone.map(\.record), interface: key.interface)
+        }
+        actions += updateTakeovers(of: key, now: now)
+        refreshHostDeadline()
+        let names = gone.map { "\($0.record.name) \($0.record.type)" }.joined(separator: ", ")
+        let detail = "\(gone.count) of its records (\(names)): \(reason.detail)"
+        let event = Event(time: now, kind: reason.kind, interface: key.interface, owner: key.primaryMAC, detail: detail)
+        return actions + [
+            .store(.saveOwner(owner)), .store(.appendEvent(event)), .log(reason.level, "\(key): \(detail)"),
+        ]
+    }
+
+    /// Forgets an owner at the administrator's request: goodbyes (TTL 0) for its records, so that caches drop them
+    /// at once, then the records go.
+    public mutating func forget(_ key: OwnerKey, now: UnixTime, reason: String) -> [Action] {
+        guard hosts[key] != nil else { return [.log(.warning, "forget \(key): not held")] }
+        return drop(key, reason: .forgotten(reason), now: now)
+    }
+}
