@@ -72,6 +72,8 @@ public final class Daemon: @unchecked Sendable {
     private var unicastHolder: UnicastPortHolder?
     private var capture: PacketCapture?
     private var captureFilter = ""
+    /// mDNS messages the daemon sent, recognised when the capture sees them leave.
+    private var ownTransmissions = OwnTransmissions()
     private var neighbours: NeighbourTable?
     private var membership: MulticastMembership?
     /// Neighbour entries set for our own host; removed on release, and at a clean stop.
@@ -405,8 +407,9 @@ public final class Daemon: @unchecked Sendable {
             handleFrame(captured)
             return
         }
-        // Outgoing frames are captured too (our host asking for a held address matters); our own mDNS does not.
-        guard frame.header.source != linkMAC else { return }
+        // Outgoing frames are captured too: programs on this host (its avahi-daemon, a browser) ask for held
+        // names like anyone else. Only the messages the daemon sent itself are left out.
+        if frame.header.source == linkMAC, ownTransmissions.claim(udp.payload) { return }
         let source: IPAddress
         let destination: IPAddress
         if let ipv4 = frame.ipv4 {
@@ -581,6 +584,7 @@ public final class Daemon: @unchecked Sendable {
     private func sendMDNS(_ transmission: MDNSTransmission) {
         let family = Self.family(of: transmission.destination.address)
         guard let socket = mdnsSockets.first(where: { $0.family == family }) else { return }
+        ownTransmissions.note(transmission.bytes)
         do {
             try socket.send(
                 transmission.bytes, to: transmission.destination, scopeID: transmission.destinationScopeID,

@@ -22,7 +22,7 @@ struct AvahiInteropLabTests {
         try await Lab.withLab { lab in
             let daemon = try startDaemon(lab)
             defer { daemon.signal(SIGTERM) }
-            try await ResponderLabTests.registerAndSleep(lab)
+            try await MacSleeper.registerAndSleep(lab)
             let waker = try await lab.startAvahi(on: .waker, hostName: "waker")
 
             let entries = try await waker.browse("_ssh._tcp") { entries in
@@ -53,7 +53,7 @@ struct AvahiInteropLabTests {
             let daemon = try startDaemon(lab)
             defer { daemon.signal(SIGTERM) }
             #expect(daemon.stderr.contains("another mDNS stack holds UDP port 5353"), "\(daemon.stderr)")
-            try await ResponderLabTests.registerAndSleep(lab)
+            try await MacSleeper.registerAndSleep(lab)
 
             // Avahi's own name, asked by unicast at the proxy host: avahi answers it.
             let own = try await lab.dig(from: .waker, server: lab.host(.proxy).ipv4, name: "proxyhost.local", type: "A")
@@ -80,7 +80,7 @@ struct AvahiInteropLabTests {
             let service = AvahiService(name: "Sleeper SSH", type: "_ssh._tcp", port: 22, txt: ["u=test"])
             let before = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: [service])
             await before.stop(graceful: false)
-            try await ResponderLabTests.registerAndSleep(lab)
+            try await MacSleeper.registerAndSleep(lab)
             let asleep = try await lab.dig(
                 from: .waker, server: lab.host(.proxy).ipv4, name: "sleeper.local", type: "A")
             #expect(asleep.answers.contains { $0.data == "10.77.0.2" }, "\(asleep)")

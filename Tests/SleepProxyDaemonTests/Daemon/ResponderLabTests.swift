@@ -13,45 +13,6 @@ import Testing
 /// The daemon answering for a sleeping host, asked by `dig` (BIND's, a querier nobody on the team wrote).
 @Suite(.requiresLab(tools: ["dig"]))
 struct ResponderLabTests {
-    /// The sleeper's registration: its host name, address, reverse mapping and an ssh service, Mac style.
-    static func sleeperRegistration(_ lab: Lab) throws -> [UInt8] {
-        let sleeper = lab.host(.sleeper)
-        let address = try #require(IPv4Address(sleeper.ipv4))
-        let host: DNSName = "Sleeper.local."
-        let instance = try DNSName(labels: ["Sleeper SSH", "_ssh", "_tcp", "local"])
-        let records: [DNSRecord] = [
-            DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .a(address)),
-            DNSRecord(name: ReverseMapping.name(of: .v4(address)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
-            DNSRecord(name: instance, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 22, target: host))),
-            DNSRecord(name: instance, ttl: 4500, cacheFlush: true, rdata: .txt(try TXTData(["u=test"]))),
-            DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
-            DNSRecord(name: "_services._dns-sd._udp.local.", ttl: 4500, rdata: .ptr("_ssh._tcp.local.")),
-        ]
-        let mac = try #require(MACAddress(sleeper.macString))
-        return try DNSMessage(
-            id: 0x5151, flags: DNSFlags(response: false, opcode: .update), authorities: records,
-            additionals: [
-                .opt(
-                    EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
-                    options: [
-                        .updateLease(UpdateLease(lease: 7200)), .owner(OwnerOption(sequence: 3, primaryMAC: mac)),
-                    ])
-            ]
-        ).encoded(compression: .exceptSRVTargets)
-    }
-
-    /// Registers the sleeper with the daemon, then puts it to sleep (no addresses, no answers of its own).
-    static func registerAndSleep(_ lab: Lab) async throws {
-        let client = try lab.withNamespace(.sleeper) { try DatagramSocket(family: .ipv4, interface: "eth0", port: 0) }
-        defer { client.close() }
-        let proxy = Endpoint(address: try #require(IPAddress(lab.host(.proxy).ipv4)), port: 5354)
-        try client.send(
-            try sleeperRegistration(lab), to: proxy, scopeID: 0, from: try #require(IPAddress(lab.host(.sleeper).ipv4)),
-            interfaceIndex: 0)
-        _ = try await nextDatagram(from: client, within: .seconds(5))
-        try lab.sleep(.sleeper)
-    }
-
     /// dig's output with every run of spaces and tabs made one space, so that lines compare as text.
     func dig(_ lab: Lab, _ arguments: [String], expectAnswer: Bool = true) async throws -> String {
         let result = try await lab.run(
@@ -71,7 +32,7 @@ struct ResponderLabTests {
         try await Lab.withLab { lab in
             let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
             defer { daemon.signal(SIGTERM) }
-            try await Self.registerAndSleep(lab)
+            try await MacSleeper.registerAndSleep(lab)
 
             let a = try await dig(lab, ["sleeper.local", "A"])
             #expect(a.contains("status: NOERROR"), "\(a)")

@@ -28,7 +28,7 @@ struct TakeoverLabTests {
             defer { nic.close() }
             try nic.setFilter("ether proto 0x0842")
 
-            try await ResponderLabTests.registerAndSleep(lab)
+            try await MacSleeper.registerAndSleep(lab)
             _ = try await eventually("the take-over of \(sleeper.ipv4)", within: .seconds(15)) {
                 daemon.stderr.contains("took over \(sleeper.ipv4)") ? true : nil
             }
@@ -49,15 +49,16 @@ struct TakeoverLabTests {
             #expect(magic.magicPacket?.target == sleeperMAC)
             #expect(daemon.stderr.contains("TCP SYN from 10.77.0.3:"), "\(daemon.stderr)")
 
-            // The host wakes: its addresses back, ssh listening, a gratuitous ARP. The proxy lets go, and the
-            // client's next retransmitted SYN reaches the host itself.
-            try lab.wake(.sleeper)
+            // The host wakes as a Mac does: its addresses back, ssh listening, a gratuitous ARP, then its
+            // announcement with OWNER and the next sequence number. The proxy lets go at once and silently, and
+            // the client's next retransmitted SYN reaches the host itself.
             let server = try lab.spawn(.sleeper, ["nc", "-l", "22"])
             defer { server.signal(SIGTERM) }
-            _ = try await lab.run(.sleeper, ["arping", "-U", "-c", "2", "-I", "eth0", sleeper.ipv4])
+            try await MacSleeper.wake(lab)
             _ = try await eventually("the release", within: .seconds(10)) {
                 daemon.stderr.contains("released") ? true : nil
             }
+            #expect(daemon.stderr.contains("OWNER seq 4 (held 3)"), "\(daemon.stderr)")
             let status = try await eventually("the connection to the woken host", within: .seconds(30)) {
                 client.hasExited ? client.wait(timeout: .seconds(1)) : nil
             }
@@ -86,7 +87,7 @@ struct TakeoverLabTests {
             let nic = try lab.withNamespace(.sleeper) { try PacketCapture(interface: "eth0") }
             defer { nic.close() }
             try nic.setFilter("ether proto 0x0842")
-            try await ResponderLabTests.registerAndSleep(lab)
+            try await MacSleeper.registerAndSleep(lab)
             daemon.signal(SIGTERM)
             #expect(daemon.wait(timeout: .seconds(5)) == 0)
             let frame = try await firstElement(of: nic.frames, within: .seconds(5), "a magic packet at exit") { _ in
@@ -106,10 +107,13 @@ struct TakeoverLabTests {
             let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
             defer { daemon.signal(SIGTERM) }
             let sleeper = lab.host(.sleeper)
-            try await ResponderLabTests.registerAndSleep(lab)
+            try await MacSleeper.registerAndSleep(lab)
             _ = try await eventually("the take-over of \(sleeper.ipv4)", within: .seconds(15)) {
                 daemon.stderr.contains("took over \(sleeper.ipv4)") ? true : nil
             }
+            // The proxy's host learnt the sleeper's MAC while it was awake (the registration's reply); that entry
+            // has aged out by the time anyone there talks to the sleeper, so its kernel asks again.
+            _ = try await lab.run(.proxy, ["ip", "neigh", "flush", "dev", "eth0"])
             _ = try await lab.run(.proxy, ["ping", "-c", "1", "-W", "1", sleeper.ipv4])
             let entry = try await eventually("the neighbour entry", within: .seconds(5)) {
                 let neigh = try await lab.run(.proxy, ["ip", "neigh", "show", sleeper.ipv4, "dev", "eth0"])
@@ -117,8 +121,7 @@ struct TakeoverLabTests {
             }
             #expect(entry.lowercased().contains(sleeper.macString.lowercased()), "\(entry)")
             // The host comes back: released, and the entry is gone.
-            try lab.wake(.sleeper)
-            _ = try await lab.run(.sleeper, ["arping", "-U", "-c", "2", "-I", "eth0", sleeper.ipv4])
+            try await MacSleeper.wake(lab)
             _ = try await eventually("the release", within: .seconds(10)) {
                 daemon.stderr.contains("released") ? true : nil
             }

@@ -1,3 +1,4 @@
+import DNSWire
 import Foundation
 import TestLab
 import Testing
@@ -111,9 +112,11 @@ struct MDNSPeerTests {
                 type: "A",
                 unicastResponse: true,
                 listen: .seconds(2),
-                maxResponses: 1
+                maxResponses: 50
             )
-            let unicastAnswer = try #require(unicast.first { $0.source == sleeper.ipv4 }, "\(unicast)")
+            // Wait for the response that answers the question: avahi also announces its reverse mappings unasked.
+            let unicastAnswer = try #require(
+                unicast.first { $0.source == sleeper.ipv4 && $0.answers("sleeper.local.", .a) }, "\(unicast)")
             #expect([lab.host(.waker).ipv4, "224.0.0.251"].contains(unicastAnswer.destination))
             #expect(unicastAnswer.answerCount >= 1 && unicastAnswer.contains(sleeper.ipv4Bytes), "\(unicastAnswer)")
 
@@ -122,9 +125,10 @@ struct MDNSPeerTests {
                 name: "sleeper.local",
                 type: "A",
                 listen: .seconds(2),
-                maxResponses: 1
+                maxResponses: 50
             )
-            let multicastAnswer = try #require(multicast.first { $0.source == sleeper.ipv4 }, "\(multicast)")
+            let multicastAnswer = try #require(
+                multicast.first { $0.source == sleeper.ipv4 && $0.answers("sleeper.local.", .a) }, "\(multicast)")
             #expect(multicastAnswer.isMulticast && multicastAnswer.sourcePort == 5353, "\(multicastAnswer)")
             #expect(multicastAnswer.flags & 0x8400 == 0x8400, "QR and AA: \(multicastAnswer)")
             #expect(multicastAnswer.contains(sleeper.ipv4Bytes))
@@ -137,9 +141,10 @@ struct MDNSPeerTests {
                 sourcePort: 0,
                 id: 0x1234,
                 listen: .seconds(2),
-                maxResponses: 1
+                maxResponses: 50
             )
-            let oneShotAnswer = try #require(oneShot.first { $0.source == sleeper.ipv4 }, "\(oneShot)")
+            let oneShotAnswer = try #require(
+                oneShot.first { $0.source == sleeper.ipv4 && $0.answers("sleeper.local.", .a) }, "\(oneShot)")
             #expect(oneShotAnswer.id == 0x1234 && !oneShotAnswer.isMulticast, "\(oneShotAnswer)")
 
             let overIPv6 = try await lab.multicastQuery(
@@ -148,10 +153,11 @@ struct MDNSPeerTests {
                 type: "AAAA",
                 ipVersion: .v6,
                 listen: .seconds(2),
-                maxResponses: 1
+                maxResponses: 50
             )
             // avahi sends from (and publishes) the interface's global address when it has one.
-            let ipv6Answer = try #require(overIPv6.first { $0.source == sleeper.ula }, "\(overIPv6)")
+            let ipv6Answer = try #require(
+                overIPv6.first { $0.source == sleeper.ula && $0.answers("sleeper.local.", .aaaa) }, "\(overIPv6)")
             #expect(ipv6Answer.destination == "ff02::fb")
             #expect(ipv6Answer.contains(sleeper.ulaBytes), "\(ipv6Answer)")
         }

@@ -1,3 +1,4 @@
+import DNSWire
 import Dispatch
 import Foundation
 import NetworkAddresses
@@ -144,5 +145,14 @@ func onFreshThread<Value: Sendable>(_ body: @escaping @Sendable () throws -> Val
             continuation.resume(with: Result { try body() })
         }
         thread.start()
+    }
+}
+
+extension MDNSQueryResponse {
+    /// Whether this response answers the question `name`/`type`: an answer record of that name (any case) and
+    /// type. A responder also sends announcements (of its reverse mappings, say) unasked: those do not count.
+    func answers(_ name: DNSName, _ type: DNSType) -> Bool {
+        guard let message = try? DNSMessage(decoding: bytes) else { return false }
+        return message.answers.contains { $0.type == type && $0.name.caseInsensitiveEquals(name) }
     }
 }

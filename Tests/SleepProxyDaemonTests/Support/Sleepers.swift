@@ -1,0 +1,128 @@
+import DNSWire
+import NetworkAddresses
+import SleepProxyCore
+import SleepProxyDaemon
+import TestLab
+import Testing
+
+/// The sleeper as a Mac is around its registration: it registers (OWNER sequence 3), and while it goes to sleep
+/// it keeps talking: it re-announces its records with the same OWNER sequence, 1 and 2 s apart
+/// (mDNSResponder's announcements while it "transfers" to the proxy). When it wakes, it announces its address
+/// (a gratuitous ARP) and its records with OWNER and the next sequence number.
+enum MacSleeper {
+    static let sequence: UInt8 = 3
+
+    /// The records: host name, address, reverse mapping, an ssh service, and any `extra` records.
+    static func records(_ lab: Lab, extra: [DNSRecord] = []) throws -> [DNSRecord] {
+        let sleeper = lab.host(.sleeper)
+        let address = try #require(IPv4Address(sleeper.ipv4))
+        let host: DNSName = "Sleeper.local."
+        let instance = try DNSName(labels: ["Sleeper SSH", "_ssh", "_tcp", "local"])
+        return [
+            DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .a(address)),
+            DNSRecord(name: ReverseMapping.name(of: .v4(address)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
+            DNSRecord(name: instance, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 22, target: host))),
+            DNSRecord(name: instance, ttl: 4500, cacheFlush: true, rdata: .txt(try TXTData(["u=test"]))),
+            DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
+            DNSRecord(name: "_services._dns-sd._udp.local.", ttl: 4500, rdata: .ptr("_ssh._tcp.local.")),
+        ] + extra
+    }
+
+    static func ownerOption(_ lab: Lab, sequence: UInt8) throws -> OwnerOption {
+        OwnerOption(sequence: sequence, primaryMAC: try #require(MACAddress(lab.host(.sleeper).macString)))
+    }
+
+    /// The registration: Mac style (no zone, cache-flush on unique records, SRV target in full), Lease 7200.
+    static func registration(_ lab: Lab, extra: [DNSRecord] = []) throws -> [UInt8] {
+        try DNSMessage(
+            id: 0x5151, flags: DNSFlags(response: false, opcode: .update), authorities: records(lab, extra: extra),
+            additionals: [
+                .opt(
+                    EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
+                    options: [.updateLease(UpdateLease(lease: 7200)), .owner(try ownerOption(lab, sequence: sequence))])
+            ]
+        ).encoded(compression: .exceptSRVTargets)
+    }
+
+    /// An announcement of its records (not the reverse mapping, which Macs announce separately) with OWNER.
+    static func announcement(_ lab: Lab, sequence: UInt8, extra: [DNSRecord] = []) throws -> [UInt8] {
+        try DNSMessage(
+            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
+            answers: records(lab, extra: extra).filter { ReverseMapping.address(of: $0) == nil },
+            additionals: [
+                .opt(
+                    EDNSHeader(udpPayloadSize: 1440, flags: 0),
+                    options: [.owner(try ownerOption(lab, sequence: sequence))])
+            ]
+        ).encoded()
+    }
+
+    static func announce(_ lab: Lab, sequence: UInt8, extra: [DNSRecord] = []) async throws {
+        _ = try await lab.multicastQuery(
+            from: .sleeper, message: try announcement(lab, sequence: sequence, extra: extra), listen: .milliseconds(20))
+    }
+
+    /// Registers, is answered, re-announces with the same sequence (as a Mac does while it goes to sleep), then
+    /// sleeps: no addresses, no answers of its own.
+    static func registerAndSleep(_ lab: Lab, extra: [DNSRecord] = []) async throws {
+        try await sendRegistration(try registration(lab, extra: extra), from: lab)
+        try await announce(lab, sequence: sequence, extra: extra)
+        try await Task.sleep(for: .seconds(1))
+        try await announce(lab, sequence: sequence, extra: extra)
+        try lab.sleep(.sleeper)
+    }
+
+    /// Wakes: its addresses back, a gratuitous ARP, then its announcement with the next sequence number.
+    static func wake(_ lab: Lab) async throws {
+        try lab.wake(.sleeper)
+        _ = try await lab.run(.sleeper, ["arping", "-U", "-c", "1", "-I", "eth0", lab.host(.sleeper).ipv4])
+        try await announce(lab, sequence: sequence &+ 1)
+    }
+}
+
+/// The sleeper as a Linux host with avahi-daemon and a third-party sleep-proxy client: the registration carries
+/// a zone (`. SOA`), no cache-flush bits, lower-case reverse-mapping nibbles and an 8-byte OWNER with sequence 0;
+/// its avahi answers for its names without OWNER, and keeps answering the resolves its client just made.
+enum AvahiSleeper {
+    static let service = AvahiService(name: "sleeper SSH", type: "_ssh._tcp", port: 22, txt: ["u=test"])
+
+    /// The records avahi publishes for the sleeper, as the client copies them into its registration.
+    static func records(_ lab: Lab) throws -> [DNSRecord] {
+        let sleeper = lab.host(.sleeper)
+        let address = try #require(IPv4Address(sleeper.ipv4))
+        let host: DNSName = "sleeper.local."
+        let instance = try DNSName(labels: ["sleeper SSH", "_ssh", "_tcp", "local"])
+        return [
+            DNSRecord(name: host, ttl: 120, rdata: .a(address)),
+            DNSRecord(name: ReverseMapping.name(of: .v4(address)), ttl: 120, rdata: .ptr(host)),
+            DNSRecord(name: instance, ttl: 120, rdata: .srv(SRVData(port: 22, target: host))),
+            DNSRecord(name: instance, ttl: 4500, rdata: .txt(try TXTData(["u=test"]))),
+            DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
+        ]
+    }
+
+    static func registration(_ lab: Lab) throws -> [UInt8] {
+        let mac = try #require(MACAddress(lab.host(.sleeper).macString))
+        return try DNSMessage(
+            id: 0x2A2A, flags: DNSFlags(response: false, opcode: .update),
+            questions: [DNSQuestion(name: .root, type: .soa)], authorities: records(lab),
+            additionals: [
+                .opt(
+                    EDNSHeader(udpPayloadSize: 4096, flags: 0),
+                    options: [
+                        .updateLease(UpdateLease(lease: 7200)), .owner(OwnerOption(sequence: 0, primaryMAC: mac)),
+                    ])
+            ]
+        ).encoded()
+    }
+}
+
+/// Sends a registration from the sleeper to the proxy's registration port and waits for the reply.
+func sendRegistration(_ bytes: [UInt8], from lab: Lab) async throws {
+    let client = try lab.withNamespace(.sleeper) { try DatagramSocket(family: .ipv4, interface: "eth0", port: 0) }
+    defer { client.close() }
+    let proxy = Endpoint(address: try #require(IPAddress(lab.host(.proxy).ipv4)), port: 5354)
+    try client.send(
+        bytes, to: proxy, scopeID: 0, from: try #require(IPAddress(lab.host(.sleeper).ipv4)), interfaceIndex: 0)
+    _ = try await nextDatagram(from: client, within: .seconds(5))
+}
