@@ -168,4 +168,55 @@ struct ResponderTests {
         #expect(actions.transmissions.isEmpty)
         #expect(actions.logLines.contains { $0.0 == .debug && $0.1.contains("ignored") })
     }
+
+    /// RFC 6762 section 5.4: a QU question is answered by multicast when the record has not been multicast on
+    /// the link within a quarter of its TTL (other caches want it too); by unicast when it has.
+    @Test func aQUQuestionIsMulticastWhenTheRecordWasNotMulticastForAQuarterOfItsTTL() throws {
+        var harness = Self.holding()  // announced 3 s ago
+        let fresh = harness.mdns(Query.bytes(Self.instance, .srv, unicast: true))
+        #expect(fresh.transmissions.map(\.destination) == [Harness.waker])
+        harness.advance(.seconds(31))  // a quarter of 120 s since the last announcement
+        let stale = harness.mdns(Query.bytes(Self.instance, .srv, unicast: true))
+        #expect(stale.transmissions.map(\.destination) == [MulticastDNS.ipv4Group])
+        // Now multicast again: the next QU question is answered by unicast.
+        harness.advance(.seconds(1))
+        #expect(
+            harness.mdns(Query.bytes(Self.instance, .srv, unicast: true)).transmissions.first?.destination
+                == Harness.waker)
+    }
+
+    /// No message over 1,440 bytes of DNS payload: a big answer is split over several messages.
+    @Test func answersAreSplitAt1440Bytes() throws {
+        var harness = Harness()
+        let instances = (0..<40).map {
+            try! DNSName(labels: ["Service number \($0) with a long name", "_http", "_tcp", "local"])
+        }
+        let records = instances.map { DNSRecord(name: "_http._tcp.local.", ttl: 4500, rdata: .ptr($0)) }
+        harness.register(Update.bytes(records: records))
+        harness.run(until: harness.now + .seconds(5))
+        harness.mdns(Query.bytes("_http._tcp.local.", .ptr))
+        let sent = harness.run(until: harness.now + .seconds(1)).transmissions.filter {
+            $0.destination == MulticastDNS.ipv4Group
+        }
+        #expect(sent.count >= 2)
+        #expect(sent.allSatisfy { $0.bytes.count <= 1440 }, "\(sent.map(\.bytes.count))")
+        let answered = try sent.flatMap { try DNSMessage(decoding: $0.bytes).answers }
+        #expect(Set(answered.map(\.rdata)) == Set(records.map(\.rdata)))
+    }
+
+    /// A query sent straight to a held address (the capture sees it) is answered from our own address, never
+    /// from the sleeping host's.
+    @Test func nothingIsSentFromAHeldAddress() throws {
+        var harness = Self.holding()
+        harness.run(until: harness.now + .seconds(10))
+        let direct = harness.mdns(
+            Query.bytes(Self.host, .a), from: Endpoint(address: .v4(IPv4Address(10, 77, 0, 3)), port: 40_000),
+            to: .v4(Self.ipv4))
+        let reply = try #require(direct.transmissions.first)
+        #expect(reply.source == nil)
+        let toUs = harness.mdns(
+            Query.bytes(Self.host, .a), from: Endpoint(address: .v4(IPv4Address(10, 77, 0, 3)), port: 40_000),
+            to: Harness.proxyIPv4)
+        #expect(toUs.transmissions.first?.source == Harness.proxyIPv4)
+    }
 }

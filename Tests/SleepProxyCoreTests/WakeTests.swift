@@ -194,3 +194,66 @@ struct WakeTests {
         #expect(Self.wakes(actions).first?.detail == "sleepproxyctl wake")
     }
 }
+
+/// Wake rules that match Apple's `mDNSCoreReceiveRawTransportPacket`, beyond the trigger table.
+@Suite("Wake rules as Apple applies them")
+struct WakeRuleTests {
+    static func ardHost() -> Harness {
+        var harness = Harness()
+        let ard = DNSRecord(
+            name: "sleepy._net-assistant._udp.local.", ttl: 120, cacheFlush: true,
+            rdata: .srv(SRVData(port: 3283, target: "sleepy.local.")))
+        harness.register(
+            Update.bytes(
+                records: Update.host("sleepy", ipv4: TakeoverTests.ipv4) + [ard],
+                owner: OwnerOption(sequence: 1, primaryMAC: TakeoverTests.sleeperMAC)))
+        harness.run(until: harness.now + .seconds(12))
+        return harness
+    }
+
+    /// ARD consoles poll UDP 3283 all the time: only ARD's own wake datagram wakes, and only a host with ARD.
+    @Test func remoteDesktopPollsNeverWakeItsWakeDatagramDoes() {
+        var harness = Self.ardHost()
+        #expect(WakeTests.wakes(harness.frame(WakeTests.datagram(3283, Array(repeating: 1, count: 200)))).isEmpty)
+        var wake = [UInt8](repeating: 0, count: 110)
+        wake[0] = 0x13
+        wake[1] = 0x88
+        #expect(WakeTests.wakes(harness.frame(WakeTests.datagram(3283, wake))).count == 1)
+    }
+
+    static func fragment(offset: UInt16, moreFragments: Bool, port: UInt16) -> [UInt8] {
+        let whole = EthernetFrame.tcp(
+            TCPSegment(sourcePort: 50_000, destinationPort: port, sequenceNumber: 1, flags: .syn),
+            sourceAddress: WakeTests.waker, destinationAddress: TakeoverTests.ipv4, source: WakeTests.wakerMAC,
+            destination: Harness.proxyMAC
+        ).serialized()
+        let tcp = Array(whole[34...]) + [UInt8](repeating: 0, count: 16)
+        return EthernetFrame.ipv4(
+            header: IPv4Header(
+                identification: 7, flags: moreFragments ? .moreFragments : [], fragmentOffset: offset,
+                transportProtocol: .tcp, source: WakeTests.waker, destination: TakeoverTests.ipv4),
+            payload: .other(offset == 0 ? tcp : Array(repeating: 0, count: 16)), source: WakeTests.wakerMAC,
+            destination: Harness.proxyMAC
+        ).serialized()
+    }
+
+    /// The first fragment (offset 0, more to come) carries the TCP header and is examined; later ones are not.
+    @Test func aFirstFragmentIsExamined() {
+        var harness = TakeoverTests.taken()
+        #expect(WakeTests.wakes(harness.frame(Self.fragment(offset: 2, moreFragments: false, port: 22))).isEmpty)
+        #expect(WakeTests.wakes(harness.frame(Self.fragment(offset: 0, moreFragments: true, port: 80))).isEmpty)
+        #expect(WakeTests.wakes(harness.frame(Self.fragment(offset: 0, moreFragments: true, port: 22))).count == 1)
+    }
+
+    /// The proxy's own host is a client like any other: its SYN to a held service wakes the host.
+    @Test func ourOwnHostsSYNWakes() throws {
+        var harness = TakeoverTests.taken()
+        let syn = EthernetFrame.tcp(
+            TCPSegment(sourcePort: 40_000, destinationPort: 22, sequenceNumber: 1, flags: .syn),
+            sourceAddress: IPv4Address(10, 77, 0, 1), destinationAddress: TakeoverTests.ipv4, source: Harness.proxyMAC,
+            destination: TakeoverTests.sleeperMAC
+        ).serialized()
+        let event = try #require(WakeTests.wakes(harness.frame(syn)).first)
+        #expect(event.detail.contains("TCP SYN from 10.77.0.1:40000"))
+    }
+}
