@@ -380,6 +380,12 @@ int64_t sp_wall_clock_ns(void) {
     return (int64_t)now.tv_sec * 1000000000 + (int64_t)now.tv_nsec;
 }
 
+int64_t sp_boot_clock_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_BOOTTIME, &now);
+    return (int64_t)now.tv_sec * 1000000000 + (int64_t)now.tv_nsec;
+}
+
 size_t sp_format_utc(int64_t ns, char *buffer, size_t size) {
     time_t seconds = (time_t)(ns / 1000000000);
     int millis = (int)((ns % 1000000000) / 1000000);

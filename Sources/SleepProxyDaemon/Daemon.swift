@@ -72,6 +72,7 @@ public final class Daemon: @unchecked Sendable {
     private var unicastHolder: UnicastPortHolder?
     private var capture: PacketCapture?
     private var captureFilter = ""
+    private var clock = SteadyClock()
     /// mDNS messages the daemon sent, recognised when the capture sees them leave.
     private var ownTransmissions = OwnTransmissions()
     private var neighbours: NeighbourTable?
@@ -115,7 +116,7 @@ public final class Daemon: @unchecked Sendable {
         for problem in loaded.problems {
             logger.error("lease store: \(problem)")
         }
-        let restored = core.restore(loaded.owners, now: Self.now())
+        let restored = core.restore(loaded.owners, now: now())
         try perform(restored)
 
         for family in [DatagramSocket.Family.ipv4, .ipv6] {
@@ -147,9 +148,22 @@ public final class Daemon: @unchecked Sendable {
         return Link(name: InterfaceName(interface.name), macAddress: mac, prefixes: prefixes)
     }
 
-    /// The wall clock, as the core reasons in it.
+    /// The wall clock, as the lease store and other processes read it.
     public static func now() -> UnixTime {
         UnixTime(nanoseconds: sp_wall_clock_ns())
+    }
+
+    /// The core's time: the wall clock when the daemon started, advancing steadily (see `SteadyClock`).
+    private func now() -> UnixTime { clock.now() }
+
+    /// Follows a step of the system clock: everything held moves with it, so no lease ends early or late.
+    private func followClockSteps() {
+        guard let step = clock.step() else { return }
+        do {
+            try perform(core.clockStepped(by: step))
+        } catch {
+            logger.error("\(error)")
+        }
     }
 
     /// Runs until SIGTERM, SIGINT or `requestStop()`. Leases stay in the store for the next start.
@@ -201,7 +215,7 @@ public final class Daemon: @unchecked Sendable {
                     try perform(
                         core.startAdvertising(
                             on: interfaceName, configuration: advertisement, port: configuration.registrationPort,
-                            now: Self.now()))
+                            now: now()))
                 } catch {
                     logger.error("\(error)")
                 }
@@ -209,7 +223,10 @@ public final class Daemon: @unchecked Sendable {
             // Interface addresses change (DHCP, SLAAC): refresh what is on-link now and then.
             let refresh = DispatchSource.makeTimerSource(queue: queue)
             refresh.schedule(deadline: .now() + .seconds(10), repeating: .seconds(10))
-            refresh.setEventHandler { [weak self] in self?.refreshLink() }
+            refresh.setEventHandler { [weak self] in
+                self?.followClockSteps()
+                self?.refreshLink()
+            }
             refresh.activate()
             sources.append(refresh)
             scheduleExpiry()
@@ -230,9 +247,9 @@ public final class Daemon: @unchecked Sendable {
         stopped = true
         // Goodbyes for the advertisement (and magic packets, if asked) go out while the sockets are still open.
         if configuration.wakeAllOnExit {
-            try? perform(core.wakeEveryone(now: Self.now(), reason: "the proxy is stopping"))
+            try? perform(core.wakeEveryone(now: now(), reason: "the proxy is stopping"))
         }
-        try? perform(core.stopAdvertising(now: Self.now()))
+        try? perform(core.stopAdvertising(now: now()))
         if let statistics = try? capture?.statistics() {
             logger.notice(
                 "capture statistics: received \(statistics.received), dropped by the kernel \(statistics.droppedByKernel), by the interface \(statistics.droppedByInterface), by the daemon \(statistics.droppedByStream)"
@@ -288,7 +305,7 @@ public final class Daemon: @unchecked Sendable {
                 interface: interfaceName, source: datagram.source, sourceScopeID: datagram.sourceScopeID,
                 destination: Endpoint(address: datagram.destination, port: datagram.destinationPort),
                 bytes: datagram.bytes)
-            actions += core.handleRegistration(input, now: Self.now())
+            actions += core.handleRegistration(input, now: now())
         }
         do {
             try perform(actions)
@@ -300,7 +317,7 @@ public final class Daemon: @unchecked Sendable {
 
     private func expire() {
         do {
-            try perform(core.tick(now: Self.now()))
+            try perform(core.tick(now: now()))
         } catch {
             logger.error("\(error)")
         }
@@ -311,7 +328,7 @@ public final class Daemon: @unchecked Sendable {
         expiryTimer?.cancel()
         expiryTimer = nil
         guard !stopped, let deadline = core.nextDeadline else { return }
-        let delay = max(0, deadline.nanoseconds - Self.now().nanoseconds)
+        let delay = max(0, deadline.nanoseconds - now().nanoseconds)
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + .nanoseconds(Int(min(delay, Int64(Int32.max) * 1_000_000))))
         timer.setEventHandler { [weak self] in self?.expire() }
@@ -426,7 +443,7 @@ public final class Daemon: @unchecked Sendable {
             interface: interfaceName, source: Endpoint(address: source, port: udp.sourcePort), sourceScopeID: scope,
             destination: destination, sourceMAC: frame.header.source, bytes: udp.payload)
         do {
-            try perform(core.handleMDNS(packet, now: Self.now()))
+            try perform(core.handleMDNS(packet, now: now()))
         } catch {
             logger.error("\(error)")
         }
@@ -436,7 +453,7 @@ public final class Daemon: @unchecked Sendable {
     private func handleFrame(_ captured: CapturedFrame) {
         do {
             try perform(
-                core.handleFrame(CapturedFrameInput(interface: interfaceName, bytes: captured.bytes), now: Self.now()))
+                core.handleFrame(CapturedFrameInput(interface: interfaceName, bytes: captured.bytes), now: now()))
         } catch {
             logger.error("\(error)")
         }

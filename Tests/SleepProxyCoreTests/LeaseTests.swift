@@ -133,3 +133,33 @@ struct LeaseTests {
         #expect(harness.tick().events.map(\.kind) == [.expired, .wake])
     }
 }
+
+/// Timers follow a steady clock: when the system clock steps, the shell moves what the core holds by the same
+/// amount, and each lease keeps the time it had left.
+@Suite("Clock steps")
+struct ClockStepTests {
+    static func expiry(after step: Duration) throws -> (registered: UnixTime, expired: UnixTime) {
+        var harness = Harness()
+        let registered = harness.now
+        harness.register(Update.bytes(records: Update.host("sleepy", ipv4: IPv4Address(10, 77, 0, 2))))
+        harness.run(until: harness.now + .seconds(10))
+        // The shell saw the wall clock step: from now on its time is the stepped one.
+        let actions = harness.core.clockStepped(by: step)
+        harness.log += actions
+        harness.now = harness.now + step
+        let saved = try #require(actions.savedOwners.first)
+        #expect(saved.expiresAt == registered + .seconds(7200) + step, "the store gets the true wall-clock expiry")
+        #expect(actions.logLines.contains { $0.1.contains("stepped by") })
+        while let deadline = harness.core.nextDeadline {
+            harness.now = max(harness.now, deadline)
+            if harness.tick().events.contains(where: { $0.kind == .expired }) { return (registered, harness.now) }
+        }
+        return (registered, harness.now)
+    }
+
+    @Test(arguments: [Duration.seconds(3600), .seconds(-3600), .seconds(86_400 * 365 * 50)])
+    func aStepNeitherExpiresNorStretchesALease(step: Duration) throws {
+        let (registered, expired) = try Self.expiry(after: step)
+        #expect(expired == registered + .seconds(7200) + step)
+    }
+}

@@ -125,6 +125,9 @@ int sp_mdns_open(int family, uint32_t interface_index, sp_mdns_open_step *failed
 /// Wall-clock time (CLOCK_REALTIME) in nanoseconds since the Unix epoch.
 int64_t sp_wall_clock_ns(void);
 
+/// Time since boot, suspended time included (CLOCK_BOOTTIME), in nanoseconds: never steps.
+int64_t sp_boot_clock_ns(void);
+
 /// Writes `ns` (nanoseconds since the epoch) as UTC `YYYY-MM-DDTHH:MM:SS.mmmZ` into `buffer` (at least 25 bytes);
 /// returns the length written, or 0 if it did not fit.
 size_t sp_format_utc(int64_t ns, char *buffer, size_t size);

@@ -1,0 +1,64 @@
+/// Leases are wall-clock times (they outlive the process), but timers must not follow steps of the wall clock:
+/// NTP setting the time after boot on a board without a real-time clock would otherwise expire every lease at
+/// once, or stretch them. The shell keeps time from a monotonic clock anchored to the wall clock, and when it
+/// sees the wall clock step it moves everything the core holds by the same amount: what is left of each lease,
+/// each probe and each wake stays as it was, and the store gets the true wall-clock times.
+extension SleepProxyCore {
+    public mutating func clockStepped(by step: Duration) -> [Action] {
+        guard step != .zero else { return [] }
+        func moved(_ time: UnixTime) -> UnixTime { time + step }
+        var actions: [Action] = []
+        for key in hosts.keys.sorted() {
+            guard var host = hosts[key] else { continue }
+            host.owner.registeredAt = moved(host.owner.registeredAt)
+            host.owner.updatedAt = moved(host.owner.updatedAt)
+            for index in host.owner.records.indices {
+                host.owner.records[index].registeredAt = moved(host.owner.records[index].registeredAt)
+                host.owner.records[index].expiresAt = moved(host.owner.records[index].expiresAt)
+            }
+            host.takeovers = host.takeovers.mapValues { takeover in
+                var copy = takeover
+                copy.next = copy.next.map(moved)
+                copy.backoffUntil = copy.backoffUntil.map(moved)
+                return copy
+            }
+            host.probes = host.probes.mapValues { probe in
+                var copy = probe
+                copy.started = moved(copy.started)
+                return copy
+            }
+            if var wake = host.wake {
+                wake.next = moved(wake.next)
+                host.state = .waking(wake)
+            }
+            // Re-inserted so that the expiry index follows.
+            remove(key)
+            insert(host)
+            actions.append(.store(.saveOwner(host.owner)))
+        }
+        pendingResponses = pendingResponses.map { response in
+            var copy = response
+            copy.due = moved(copy.due)
+            return copy
+        }
+        lastMulticast = lastMulticast.mapValues(moved)
+        for (interface, advertisement) in advertisements {
+            var copy = advertisement
+            switch copy.state {
+            case .probing(let sent, let next): copy.state = .probing(sent: sent, next: moved(next))
+            case .announcing(let sent, let next): copy.state = .announcing(sent: sent, next: moved(next))
+            case .announced: break
+            }
+            advertisements[interface] = copy
+        }
+        refusalLog.windowStart = moved(refusalLog.windowStart)
+        refreshHostDeadline()
+        let seconds = step.components.seconds
+        actions.append(
+            .log(
+                .notice,
+                "the system clock stepped by \(seconds >= 0 ? "+" : "")\(seconds) s; held leases keep the time they had left"
+            ))
+        return actions
+    }
+}
