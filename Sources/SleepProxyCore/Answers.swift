@@ -142,11 +142,18 @@ extension SleepProxyCore {
         return found
     }
 
-    /// The types held for a unique name, if every record of that name is unique (cache-flush); nil for shared or
-    /// unknown names.
+    /// The types held for a unique name, if every record of that name is unique (cache-flush) and some are
+    /// answered now; nil for shared or unknown names. The bitmap lists every type held for the name, also those
+    /// silent for a moment (a record probed again after a conflict): an NSEC must never deny a type we hold.
     func uniqueTypes(of name: DNSName, interface: InterfaceName, now: UnixTime) -> (types: [DNSType], ttl: UInt32)? {
-        let records = lookup(name, type: .any, interface: interface, now: now)
-        guard !records.isEmpty, records.allSatisfy(\.cacheFlush) else { return nil }
+        let answered = lookup(name, type: .any, interface: interface, now: now)
+        guard !answered.isEmpty else { return nil }
+        var records = advertisementLookup(name, type: .any, interface: interface)
+        for key in heldNames[UniqueName(interface: interface, name: name.lowercased())] ?? [] {
+            guard let host = hosts[key], !host.isWakingWhole else { continue }
+            records += host.owner.records.map(\.record).filter { $0.name.caseInsensitiveEquals(name) }
+        }
+        guard records.allSatisfy(\.cacheFlush) else { return nil }
         return (Array(Set(records.map(\.type))).sorted(), records.map(\.ttl).max() ?? 120)
     }
 

@@ -219,4 +219,24 @@ struct ResponderTests {
             to: Harness.proxyIPv4)
         #expect(toUs.transmissions.first?.source == Harness.proxyIPv4)
     }
+
+    /// An NSEC lists every type held for the name, also a record silent for a moment (probed again after a
+    /// conflict): it must never deny a type the host has.
+    @Test func nsecListsEveryHeldTypeEvenWhileOneIsProbedAgain() throws {
+        var harness = Harness()
+        var records = Self.records
+        records.append(DNSRecord(name: Self.host, ttl: 120, cacheFlush: true, rdata: .aaaa(IPv6Address("fd77::2")!)))
+        harness.register(Update.bytes(records: records))
+        harness.run(until: harness.now + .seconds(5))
+        let conflict = try DNSMessage(
+            id: 0, flags: DNSFlags(response: true, opcode: .query),
+            answers: [DNSRecord(name: Self.host, ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 77, 0, 66)))]
+        ).encoded()
+        harness.mdns(conflict, mac: MACAddress(0x02, 0, 0, 0, 0, 0x66))
+        let reply = try #require(harness.mdns(Query.bytes(Self.host, .aaaa, unicast: true)).sentMessages.first)
+        #expect(reply.answers.map(\.type) == [.aaaa])
+        let nsec = try #require(reply.additionals.first { $0.type == .nsec })
+        guard case .nsec(let data) = nsec.rdata else { return }
+        #expect(data.types == [.a, .aaaa])
+    }
 }
