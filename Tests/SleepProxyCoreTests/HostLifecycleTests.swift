@@ -209,4 +209,36 @@ struct HostLifecycleTests {
         harness.frame(ownRequest)
         #expect(try nextProbe() == .seconds(10), "backing off: ten seconds again")
     }
+
+    /// After a restart of the proxy, a restored lease may belong to a host that woke while it was down: its
+    /// addresses are probed before they are claimed, and a host that keeps answering is let go, never claimed.
+    @Test func aRestoredHostThatWokeMeanwhileIsReleasedNotClaimed() throws {
+        var harness = Harness()
+        let records = Update.host("sleepy", ipv4: TakeoverTests.ipv4)
+        let saved = Owner(
+            key: Self.key, wakeMAC: Self.mac, sequence: 1, registeredAt: harness.now, updatedAt: harness.now,
+            records: records.map {
+                HeldRecord(record: $0, sequence: 1, registeredAt: harness.now, expiresAt: harness.now + .seconds(7200))
+            })
+        harness.advance(.seconds(600))
+        harness.log += harness.core.restore([saved], now: harness.now)
+        let reply = EthernetFrame.arp(
+            ARPPacket(
+                operation: .reply, senderHardwareAddress: Self.mac, senderProtocolAddress: TakeoverTests.ipv4,
+                targetHardwareAddress: Harness.proxyMAC, targetProtocolAddress: .any),
+            source: Self.mac, destination: Harness.proxyMAC
+        ).serialized()
+        var claimed = false
+        for _ in 0..<400 where !harness.core.owners.isEmpty {
+            guard let deadline = harness.core.nextDeadline else { break }
+            harness.now = deadline
+            let sent = harness.tick().injectedFrames.compactMap { try? EthernetFrame(parsing: $0).arp }
+            claimed = claimed || sent.contains { $0.senderProtocolAddress == TakeoverTests.ipv4 }
+            if sent.contains(where: { $0.senderProtocolAddress.isUnspecified }) { harness.frame(reply) }
+        }
+        #expect(!claimed)
+        #expect(harness.core.owners.isEmpty)
+        #expect(harness.log.events.last?.kind == .released)
+        #expect(harness.log.events.last?.detail.contains("it is awake") == true)
+    }
 }
