@@ -167,7 +167,8 @@ public struct SleepProxyCore: Sendable {
         func consider(_ time: UnixTime?) {
             if let time, earliest.map({ time < $0 }) ?? true { earliest = time }
         }
-        for host in hosts.values {
+        // Only hosts on a served link step (a step due elsewhere could never be taken).
+        for host in hosts.values where links[host.key.interface] != nil {
             // A host woken as a whole sends no probe or announcement: its take-overs wait.
             if !host.isWakingWhole {
                 for takeover in host.takeovers.values { consider(takeover.next) }
