@@ -222,12 +222,7 @@ struct HostLifecycleTests {
             })
         harness.advance(.seconds(600))
         harness.log += harness.core.restore([saved], now: harness.now)
-        let reply = EthernetFrame.arp(
-            ARPPacket(
-                operation: .reply, senderHardwareAddress: Self.mac, senderProtocolAddress: TakeoverTests.ipv4,
-                targetHardwareAddress: Harness.proxyMAC, targetProtocolAddress: .any),
-            source: Self.mac, destination: Harness.proxyMAC
-        ).serialized()
+        let reply = TakeoverTests.probeAnswer
         var claimed = false
         for _ in 0..<400 where !harness.core.owners.isEmpty {
             guard let deadline = harness.core.nextDeadline else { break }

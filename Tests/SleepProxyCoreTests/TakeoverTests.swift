@@ -31,6 +31,14 @@ struct TakeoverTests {
         return harness
     }
 
+    /// The sleeper's kernel answering our ARP probe: it is awake.
+    static let probeAnswer = EthernetFrame.arp(
+        ARPPacket(
+            operation: .reply, senderHardwareAddress: sleeperMAC, senderProtocolAddress: ipv4,
+            targetHardwareAddress: Harness.proxyMAC, targetProtocolAddress: .any),
+        source: sleeperMAC, destination: Harness.proxyMAC
+    ).serialized()
+
     static func arpRequest(from mac: MACAddress, sender: IPv4Address, target: IPv4Address) -> [UInt8] {
         EthernetFrame.arp(
             ARPPacket(
@@ -140,12 +148,7 @@ struct TakeoverTests {
     /// may belong to a host that woke meanwhile).
     @Test func aHostStillAnsweringAfterTheLastRestartIsReleased() throws {
         var (harness, _) = Self.registering()
-        let reply = EthernetFrame.arp(
-            ARPPacket(
-                operation: .reply, senderHardwareAddress: Self.sleeperMAC, senderProtocolAddress: Self.ipv4,
-                targetHardwareAddress: Harness.proxyMAC, targetProtocolAddress: .any),
-            source: Self.sleeperMAC, destination: Harness.proxyMAC
-        ).serialized()
+        let reply = Self.probeAnswer
         var answered = 0
         var released: [Event] = []
         while released.isEmpty, answered < 30, let deadline = harness.core.nextDeadline {
