@@ -12,12 +12,14 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "sleepproxyd", targets: ["sleepproxyd"]),
+        .executable(name: "sleepproxyctl", targets: ["sleepproxyctl"]),
         .library(name: "DNSWire", targets: ["DNSWire"]),
         .library(name: "Frames", targets: ["Frames"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     ],
     targets: [
         // Wire formats: pure, no dependencies beyond the shared address types.
@@ -54,12 +56,17 @@ let package = Package(
             providers: [.apt(["libpcap-dev"])]
         ),
 
+        // The control protocol: Codable requests and responses shared by the daemon and `sleepproxyctl`.
+        .target(name: "SleepProxyControl", swiftSettings: swiftSettings),
+
         // The I/O shells.
         .target(
             name: "SleepProxyDaemon",
             dependencies: [
                 "SleepProxyCore", "LeaseStore", "DNSWire", "Frames", "NetworkAddresses", "CPcap", "CNetSupport",
+                "SleepProxyControl",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -67,6 +74,16 @@ let package = Package(
             name: "sleepproxyd",
             dependencies: [
                 "SleepProxyDaemon",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // The admin CLI: talks to the daemon over the control socket only; it does not link the daemon.
+        .executableTarget(
+            name: "sleepproxyctl",
+            dependencies: [
+                "SleepProxyControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -128,9 +145,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "SleepProxyControlTests",
+            dependencies: ["SleepProxyControl"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "SleepProxyDaemonTests",
             dependencies: [
                 "SleepProxyDaemon", "SleepProxyCore", "LeaseStore", "DNSWire", "Frames", "NetworkAddresses", "TestLab",
+                "SleepProxyControl", "sleepproxyctl",
             ],
             swiftSettings: swiftSettings
         ),

@@ -13,11 +13,17 @@ public struct CoreConfiguration: Hashable, Sendable {
     public var maximumRecordsPerOwner: Int
     /// Records all owners together may hold. Apple's limit is 10,000 ("400 machines × 25 records").
     public var maximumRecordsTotal: Int
+    /// Which traffic wakes which host, beyond the protocol's rules.
+    public var wakePolicy: WakePolicy
 
-    public init(maximumLease: UInt32 = 86_400, maximumRecordsPerOwner: Int = 1_000, maximumRecordsTotal: Int = 10_000) {
+    public init(
+        maximumLease: UInt32 = 86_400, maximumRecordsPerOwner: Int = 1_000, maximumRecordsTotal: Int = 10_000,
+        wakePolicy: WakePolicy = WakePolicy()
+    ) {
         self.maximumLease = min(max(maximumLease, 1), Self.leaseCeiling)
         self.maximumRecordsPerOwner = maximumRecordsPerOwner
         self.maximumRecordsTotal = maximumRecordsTotal
+        self.wakePolicy = wakePolicy
     }
 }
 
@@ -53,5 +59,109 @@ public struct Link: Hashable, Sendable {
         case .v4(let v4) where v4.isLinkLocal: return true
         default: return prefixes.contains { address.sharesPrefix(with: $0.address, length: $0.length) }
         }
+    }
+}
+
+/// What the administrator decides about wakes, beyond the protocol's own rules (PROTOCOL.md section 3.5).
+/// Every decision the policy makes is recorded in the event history.
+public struct WakePolicy: Hashable, Sendable {
+    /// A held host as the configuration names it: by MAC (its OWNER primary or wake MAC) or by host name (`imac`
+    /// or `imac.local`, compared ignoring case).
+    public struct HostMatch: Hashable, Sendable, CustomStringConvertible {
+        private enum Form: Hashable, Sendable {
+            case mac(MACAddress)
+            /// One label or more, lower case, without a trailing `.local`.
+            case name(String)
+        }
+        private let form: Form
+
+        public static func mac(_ mac: MACAddress) -> HostMatch { HostMatch(form: .mac(mac)) }
+
+        /// A host name; `.local` and a trailing dot are optional. Nil for an empty name.
+        public static func name(_ name: String) -> HostMatch? {
+            guard let folded = Self.fold(name) else { return nil }
+            return HostMatch(form: .name(folded))
+        }
+
+        /// `aa:bb:cc:dd:ee:ff` (or with dashes) as a MAC, anything else as a host name.
+        public init?(parsing text: String) {
+            if let mac = MACAddress(text) {
+                form = .mac(mac)
+            } else if let match = Self.name(text) {
+                self = match
+            } else {
+                return nil
+            }
+        }
+
+        private init(form: Form) { self.form = form }
+
+        /// Lower case, without a trailing dot or `.local`.
+        static func fold(_ name: String) -> String? {
+            var text = name.lowercased()
+            if text.hasSuffix(".") { text.removeLast() }
+            if text.hasSuffix(".local") { text.removeLast(".local".count) }
+            return text.isEmpty ? nil : text
+        }
+
+        /// Whether `owner` is the host this names.
+        public func matches(_ owner: Owner) -> Bool {
+            switch form {
+            case .mac(let mac): return owner.key.primaryMAC == mac || owner.wakeMAC == mac
+            case .name(let name): return owner.hostNames.contains { Self.fold($0) == name }
+            }
+        }
+
+        public var description: String {
+            switch form {
+            case .mac(let mac): mac.description
+            case .name(let name): name
+            }
+        }
+    }
+
+    /// A port that wakes a host although it registered no service there.
+    public struct Port: Hashable, Sendable, CustomStringConvertible {
+        public enum Transport: String, Hashable, Sendable {
+            case tcp, udp
+        }
+        public var transport: Transport
+        public var number: UInt16
+
+        public init(_ transport: Transport, _ number: UInt16) {
+            self.transport = transport
+            self.number = number
+        }
+
+        public var description: String { "\(transport.rawValue)/\(number)" }
+    }
+
+    /// More wake ports for the hosts `host` names.
+    public struct ExtraPorts: Hashable, Sendable {
+        public var host: HostMatch
+        public var ports: [Port]
+
+        public init(host: HostMatch, ports: [Port]) {
+            self.host = host
+            self.ports = ports
+        }
+    }
+
+    /// Log and record what would have woken whom, but send no magic packet.
+    public var dryRun: Bool
+    /// Traffic from these addresses or networks never wakes anyone (a monitoring box polling every host).
+    public var ignoredSources: [Link.Prefix]
+    /// Hosts that are answered for but never woken by traffic.
+    public var neverWake: [HostMatch]
+    public var extraPorts: [ExtraPorts]
+
+    public init(
+        dryRun: Bool = false, ignoredSources: [Link.Prefix] = [], neverWake: [HostMatch] = [],
+        extraPorts: [ExtraPorts] = []
+    ) {
+        self.dryRun = dryRun
+        self.ignoredSources = ignoredSources
+        self.neverWake = neverWake
+        self.extraPorts = extraPorts
     }
 }

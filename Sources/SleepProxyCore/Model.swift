@@ -123,6 +123,39 @@ public struct Owner: Hashable, Sendable {
     /// The earliest record expiry: the lease of the owner as a whole ends when any of its records does.
     public var expiresAt: UnixTime? { records.map(\.expiresAt).min() }
 
+    /// The host's own names (`imac.local`): the names of its address records, then its SRV targets, each once, in
+    /// the order registered.
+    public var hostNames: [String] {
+        var seen = Set<String>()
+        var names: [String] = []
+        for held in records where held.record.type == .a || held.record.type == .aaaa {
+            let name = Self.text(held.record.name)
+            if seen.insert(name.lowercased()).inserted { names.append(name) }
+        }
+        for held in records {
+            guard case .srv(let srv) = held.record.rdata else { continue }
+            let name = Self.text(srv.target)
+            if seen.insert(name.lowercased()).inserted { names.append(name) }
+        }
+        return names
+    }
+
+    /// The host's service instances (`iMac._ssh._tcp.local`): the names of its SRV records, each once.
+    public var serviceInstances: [String] {
+        var seen = Set<String>()
+        return records.compactMap { held -> String? in
+            guard held.record.type == .srv else { return nil }
+            let name = Self.text(held.record.name)
+            return seen.insert(name.lowercased()).inserted ? name : nil
+        }
+    }
+
+    /// A name in presentation form without its trailing dot, as people write host names.
+    static func text(_ name: DNSName) -> String {
+        let text = name.description
+        return text.count > 1 && text.hasSuffix(".") ? String(text.dropLast()) : text
+    }
+
     /// The addresses to take over, from the reverse-mapping PTRs (never from A or AAAA records).
     public var proxiedAddresses: [IPAddress] {
         var seen = Set<IPAddress>()
