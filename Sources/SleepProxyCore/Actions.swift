@@ -48,9 +48,10 @@ public enum Action: Hashable, Sendable {
     case log(LogLevel, String)
     /// Put a frame on the wire (ARP, Neighbour Discovery, magic packets), with our MAC as its source.
     case injectFrame(InterfaceName, [UInt8])
-    /// The set of held addresses on an interface changed: the capture filter follows it.
-    case proxiedAddressesChanged(InterfaceName)
-    /// Join or leave an IPv6 multicast group (the solicited-node group of a held address).
+    /// The held addresses on an interface changed: these are all of them now, for the capture filter.
+    case proxiedAddressesChanged(InterfaceName, [IPAddress])
+    /// Join or leave an IPv6 multicast group (the solicited-node group of held addresses). The core counts the
+    /// addresses sharing a group: a join comes with the first, a leave with the last.
     case joinMulticastGroup(InterfaceName, IPv6Address)
     case leaveMulticastGroup(InterfaceName, IPv6Address)
     /// Point our own host's neighbour entry for a held address at the sleeping host's real MAC, or drop it.

@@ -131,11 +131,14 @@ extension SleepProxyCore {
         return advance(interface, now: now)
     }
 
-    /// Stops advertising everywhere, saying goodbye (TTL 0) for every record that was announced.
-    public mutating func stopAdvertising(now: UnixTime) -> [Action] {
+    /// Stops advertising on `interface`, or everywhere, saying goodbye (TTL 0) for every record that was
+    /// announced.
+    public mutating func stopAdvertising(on only: InterfaceName? = nil, now: UnixTime) -> [Action] {
         var actions: [Action] = []
-        for (interface, advertisement) in advertisements.sorted(by: { $0.key < $1.key }) where advertisement.isAnswering
-        {
+        for (interface, advertisement) in advertisements.sorted(by: { $0.key < $1.key })
+        where only.map({ $0 == interface }) ?? true {
+            defer { advertisements[interface] = nil }
+            guard advertisement.isAnswering else { continue }
             let goodbyes = advertisement.records.map { record in
                 var copy = record
                 copy.ttl = 0
@@ -144,7 +147,6 @@ extension SleepProxyCore {
             actions += multicastNow(goodbyes, interface: interface)
             actions.append(.log(.info, "advertisement on \(interface) withdrawn"))
         }
-        advertisements = [:]
         return actions
     }
 

@@ -20,6 +20,11 @@ struct DropReason: Sendable {
         DropReason(kind: .released, detail: "forgotten: \(detail)", goodbyes: true, level: .notice)
     }
 
+    /// The interface it registered on is no longer served: it was woken, to find another proxy.
+    static func unserved(_ detail: String) -> DropReason {
+        DropReason(kind: .released, detail: detail, goodbyes: true, level: .notice)
+    }
+
     /// A wake went unanswered; its goodbyes went out already.
     static func unanswered(_ detail: String) -> DropReason {
         DropReason(kind: .expired, detail: detail, goodbyes: false, level: .warning)

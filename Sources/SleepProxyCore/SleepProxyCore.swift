@@ -11,7 +11,7 @@ import NetworkAddresses
 /// `MulticastScheduling.swift`, addresses in `Takeover.swift`, wakes in `Wake.swift`.
 public struct SleepProxyCore: Sendable {
     public private(set) var configuration: CoreConfiguration
-    public private(set) var links: [InterfaceName: Link] = [:]
+    public internal(set) var links: [InterfaceName: Link] = [:]
     /// Every held host, with its records and what the proxy does for it.
     var hosts: [OwnerKey: HeldHost] = [:]
     /// Records held by all owners together.
@@ -25,6 +25,8 @@ public struct SleepProxyCore: Sendable {
     var heldRecords: [MulticastKey: Int] = [:]
     /// Held addresses to their owner, for the per-packet check.
     var heldAddresses: [NeighbourKey: OwnerKey] = [:]
+    /// Held addresses per solicited-node group: two addresses can share one, joined once.
+    var groupUsers: [GroupKey: Int] = [:]
     /// Multicast responses and announcements waiting for their time (random delays, the second announcement).
     var pendingResponses: [PendingResponse] = []
     /// When each record was last multicast, per interface and family, for the once-a-second limit and for
@@ -66,6 +68,11 @@ public struct SleepProxyCore: Sendable {
         case .proxying:
             return host.takeovers.values.contains { !$0.answers } ? .takingOver : .held
         }
+    }
+
+    /// Applies new limits and a new wake policy (a reload). Leases granted keep their length; held hosts stay.
+    public mutating func reconfigure(_ configuration: CoreConfiguration) {
+        self.configuration = configuration
     }
 
     // MARK: Links

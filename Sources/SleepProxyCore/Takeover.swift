@@ -1,5 +1,5 @@
 import DNSWire
-import Frames
+public import Frames
 public import NetworkAddresses
 
 /// A frame the capture saw on an interface.
@@ -71,12 +71,14 @@ extension SleepProxyCore {
             heldAddresses[held] = key
             current[address] = AddressTakeover(phase: .probing(sent: 0), next: now + TakeoverTiming.firstProbe)
             if case .v6(let v6) = address {
-                actions.append(.joinMulticastGroup(key.interface, v6.solicitedNodeGroup))
+                actions += joinGroup(v6.solicitedNodeGroup, on: key.interface)
             }
         }
         hosts[key]?.takeovers = current
         refreshHostDeadline()
-        if !wanted.isEmpty || !actions.isEmpty { actions.append(.proxiedAddressesChanged(key.interface)) }
+        if !wanted.isEmpty || !actions.isEmpty {
+            actions.append(.proxiedAddressesChanged(key.interface, proxiedAddresses(on: key.interface)))
+        }
         return actions
     }
 
@@ -98,7 +100,7 @@ extension SleepProxyCore {
         }
         hosts[key]?.takeovers = [:]
         refreshHostDeadline()
-        actions.append(.proxiedAddressesChanged(key.interface))
+        actions.append(.proxiedAddressesChanged(key.interface, proxiedAddresses(on: key.interface)))
         return actions
     }
 
@@ -106,11 +108,30 @@ extension SleepProxyCore {
         var actions: [Action] = []
         let held = NeighbourKey(interface: key.interface, address: address)
         if heldAddresses[held] == key { heldAddresses[held] = nil }
-        if case .v6(let v6) = address { actions.append(.leaveMulticastGroup(key.interface, v6.solicitedNodeGroup)) }
+        if case .v6(let v6) = address { actions += leaveGroup(v6.solicitedNodeGroup, on: key.interface) }
         if hosts[key]?.neighbourEntries.remove(address) != nil {
             actions.append(.removeNeighbour(key.interface, address))
         }
         return actions
+    }
+
+    /// One more held address in `group`: the join goes out with the first.
+    private mutating func joinGroup(_ group: IPv6Address, on interface: InterfaceName) -> [Action] {
+        let key = GroupKey(interface: interface, group: group)
+        groupUsers[key, default: 0] += 1
+        return groupUsers[key] == 1 ? [.joinMulticastGroup(interface, group)] : []
+    }
+
+    /// One held address fewer in `group`: the leave goes out with the last.
+    private mutating func leaveGroup(_ group: IPv6Address, on interface: InterfaceName) -> [Action] {
+        let key = GroupKey(interface: interface, group: group)
+        guard let users = groupUsers[key] else { return [] }
+        if users > 1 {
+            groupUsers[key] = users - 1
+            return []
+        }
+        groupUsers[key] = nil
+        return [.leaveMulticastGroup(interface, group)]
     }
 
     /// The addresses the proxy holds on `interface`: what the capture must watch.
@@ -221,10 +242,14 @@ extension SleepProxyCore {
     /// wake a host (PROTOCOL.md sections 3.2 to 3.5). Frames our own host sends count like anyone else's (an
     /// administrator's ssh to a sleeping host wakes it); the shell leaves out only the frames the daemon built.
     public mutating func handleFrame(_ input: CapturedFrameInput, now: UnixTime) -> [Action] {
+        guard let frame = try? EthernetFrame(parsing: input.bytes) else { return expire(now: now) }
+        return handleFrame(frame, on: input.interface, now: now)
+    }
+
+    /// The same for a frame the shell parsed already (to tell mDNS from the rest), so that it is parsed once.
+    public mutating func handleFrame(_ frame: EthernetFrame, on interface: InterfaceName, now: UnixTime) -> [Action] {
         var actions = expire(now: now)
-        guard let link = links[input.interface], let frame = try? EthernetFrame(parsing: input.bytes) else {
-            return actions
-        }
+        guard let link = links[interface] else { return actions }
         if let arp = frame.arp {
             actions += handleARP(arp, from: frame.header.source, link: link, now: now)
         } else if let ipv6 = frame.ipv6, let icmp = frame.icmpv6, ipv6.header.hopLimit == 255 {
@@ -354,6 +379,12 @@ extension SleepProxyCore {
             .log(.info, "our host asked for \(address): pointed it at the sleeping host's \(mac)"),
         ]
     }
+}
+
+/// A solicited-node group joined on one interface.
+struct GroupKey: Hashable, Sendable {
+    var interface: InterfaceName
+    var group: IPv6Address
 }
 
 struct NeighbourKey: Hashable, Sendable {
