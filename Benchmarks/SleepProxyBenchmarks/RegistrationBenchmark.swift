@@ -84,7 +84,7 @@ func runRegistrationBenchmark(owners: Int = 10_000, window: Int = 64) throws -> 
     let directory = temporaryDirectory("registrations")
     let port: UInt16 = 25_354
     let configuration = DaemonConfiguration(
-        interface: "lo", stateDirectory: directory, registrationPort: port,
+        interfaces: ["lo"], stateDirectory: directory, registrationPort: port,
         core: CoreConfiguration(maximumRecordsPerOwner: 1_000, maximumRecordsTotal: 400_000), responder: false)
     let quiet = Logger(label: "benchmark") { _ in SwiftLogNoOpLogHandler() }
     let daemon = try Daemon(configuration: configuration, logger: quiet)

@@ -10,13 +10,14 @@ public import SleepProxyCore
     import Glibc
 #endif
 
-/// How the daemon is set up: from the command line now, from the config file later.
+/// How the daemon is set up: from the config file and the command line (`Settings`).
 public struct DaemonConfiguration: Sendable {
     /// The registration port: any fixed UDP port works (clients learn it from the SRV record). 5354 sits next to
     /// mDNS and is registered to nothing a home network runs.
     public static let defaultRegistrationPort: UInt16 = 5354
 
-    public var interface: String
+    /// The interfaces served, each with its own sockets, capture and advertisement.
+    public var interfaces: [String]
     public var stateDirectory: String
     public var registrationPort: UInt16
     public var core: CoreConfiguration
@@ -31,13 +32,18 @@ public struct DaemonConfiguration: Sendable {
     /// On a clean stop, wake every held host (so that it can find another proxy) instead of keeping the leases
     /// for the next start.
     public var wakeAllOnExit: Bool = false
+    /// The control socket's path; nil opens none.
+    public var controlSocket: String?
+    /// The group that owns the control socket (its members may use `sleepproxyctl`); nil keeps the daemon's.
+    public var controlGroup: UInt32?
 
     public init(
-        interface: String, stateDirectory: String, registrationPort: UInt16 = Self.defaultRegistrationPort,
+        interfaces: [String], stateDirectory: String, registrationPort: UInt16 = Self.defaultRegistrationPort,
         core: CoreConfiguration = CoreConfiguration(), eventHistoryLimit: Int = 10_000, maximumBatch: Int = 256,
-        responder: Bool = true, advertisement: AdvertisementConfiguration? = nil
+        responder: Bool = true, advertisement: AdvertisementConfiguration? = nil, controlSocket: String? = nil,
+        controlGroup: UInt32? = nil
     ) {
-        self.interface = interface
+        self.interfaces = interfaces
         self.stateDirectory = stateDirectory
         self.registrationPort = registrationPort
         self.core = core
@@ -45,6 +51,12 @@ public struct DaemonConfiguration: Sendable {
         self.maximumBatch = maximumBatch
         self.responder = responder
         self.advertisement = advertisement
+        self.controlSocket = controlSocket
+        self.controlGroup = controlGroup
+    }
+
+    var shellOptions: InterfaceShell.Options {
+        InterfaceShell.Options(registrationPort: registrationPort, responder: responder, maximumBatch: maximumBatch)
     }
 }
 
@@ -53,58 +65,55 @@ public struct DaemonError: Error, CustomStringConvertible {
     public let description: String
 }
 
-/// The daemon: the sockets, the lease store and the timers around one `SleepProxyCore`.
+/// The daemon: the core, the lease store, the control socket and the lifecycle, around one `InterfaceShell` per
+/// served interface.
 ///
-/// Everything runs on one serial queue, which owns the core, the store and the sockets. Datagrams that arrive
-/// together are handled as one batch: the core decides, the store commits every change of the batch in one
-/// transaction, and only then do the replies go out.
+/// Everything runs on one serial queue, which owns the core, the store, the shells and the control server.
+/// Datagrams that arrive together are handled as one batch: the core decides, the store commits every change of
+/// the batch in one transaction, and only then do the replies go out (`ActionPerformer`).
 public final class Daemon: @unchecked Sendable {
-    private let configuration: DaemonConfiguration
-    private let logger: Logger
-    private let queue = DispatchQueue(label: "sleepproxyd.core")
-    private var core: SleepProxyCore
-    private let store: LeaseStore
-    private let interfaceName: InterfaceName
-    private var interfaceIndex: UInt32
-    private var linkMAC: MACAddress
-    private var sockets: [DatagramSocket] = []
-    private var mdnsSockets: [MulticastDNSSocket] = []
+    private(set) var configuration: DaemonConfiguration
+    let logger: Logger
+    let queue = DispatchQueue(label: "sleepproxyd.core")
+    var core: SleepProxyCore
+    let store: LeaseStore
+    var shells: [InterfaceName: InterfaceShell] = [:]
     private var unicastHolder: UnicastPortHolder?
-    private var capture: PacketCapture?
-    private var captureFilter = ""
-    private var clock = SteadyClock()
-    /// mDNS messages the daemon sent, recognised when the capture sees them leave.
-    private var ownTransmissions = OwnTransmissions()
-    private var neighbours: NeighbourTable?
-    private var membership: MulticastMembership?
-    /// Neighbour entries set for our own host; removed on release, and at a clean stop.
-    private var neighbourEntries: Set<IPAddress> = []
-    /// Held addresses per solicited-node group: two addresses can share a group.
-    private var groupUsers: [IPv6Address: Int] = [:]
-    private var captureTask: Task<Void, Never>?
+    var clock = SteadyClock()
+    let startedAt: UnixTime
+    var control: ControlServer?
+    /// The newest wake of each owner (and its name), for `hosts`; filled from the history at start.
+    var lastWakes: [OwnerKey: Event] = [:]
+    /// Names of hosts held since the start, by OWNER primary MAC, so that events name hosts that have gone.
+    var knownNames: [MACAddress: String] = [:]
     private var sources: [any DispatchSourceProtocol] = []
     private var expiryTimer: (any DispatchSourceTimer)?
     private var stopped = false
     private let finished = DispatchSemaphore(value: 0)
+    /// Reads the configuration again, for SIGHUP; nil ignores the signal.
+    public var reloadConfiguration: (@Sendable () throws -> DaemonConfiguration)?
+    /// Told how the daemon is doing: "ready", "reloading", "stopping", and a one-line status.
+    public var lifecycleObserver: (@Sendable (LifecycleEvent) -> Void)?
 
-    /// Opens the lease store, restores what it held, and opens the registration sockets.
+    /// What the service manager hears.
+    public enum LifecycleEvent: Sendable, Equatable {
+        case ready(status: String)
+        case reloading
+        case reloaded(status: String)
+        case status(String)
+        case stopping
+        case watchdog
+    }
+
+    /// Opens the lease store, restores what it held, opens every interface and the control socket.
     public init(configuration: DaemonConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
-        interfaceName = InterfaceName(configuration.interface)
-
-        let interface: NetworkInterface
-        do {
-            interface = try NetworkInterface.named(configuration.interface)
-        } catch {
-            throw DaemonError(description: "interface \(configuration.interface): \(error)")
+        guard !configuration.interfaces.isEmpty else {
+            throw DaemonError(description: "no interface to serve: give one with --interface or in the config file")
         }
-        interfaceIndex = interface.index
-        let link = try Self.link(of: interface)
-        linkMAC = link.macAddress
+        startedAt = UnixTime(nanoseconds: sp_wall_clock_ns())
         core = SleepProxyCore(configuration: configuration.core, seed: UInt64(truncatingIfNeeded: sp_wall_clock_ns()))
-        core.setLink(link)
-
         do {
             store = try LeaseStore(
                 directory: configuration.stateDirectory,
@@ -112,40 +121,50 @@ public final class Daemon: @unchecked Sendable {
         } catch {
             throw DaemonError(description: "lease store: \(error)")
         }
+        do {
+            if configuration.responder {
+                // The unicast port first: the shells' group sockets share the port, which would make it look
+                // taken. One for the host, whatever the number of interfaces.
+                unicastHolder = UnicastPortHolder(port: MulticastDNS.port)
+                if let holder = unicastHolder {
+                    logger.info(
+                        "holding UDP port \(MulticastDNS.port) for unicast (\(holder.families)); no other mDNS stack runs here"
+                    )
+                } else {
+                    logger.info(
+                        "another mDNS stack holds UDP port \(MulticastDNS.port); unicast to it is seen by the capture")
+                }
+            }
+            for interface in configuration.interfaces {
+                let shell = try InterfaceShell(
+                    interface: interface, options: configuration.shellOptions, logger: logger)
+                shells[shell.name] = shell
+                core.setLink(shell.link)
+            }
+            if configuration.responder {
+                for name in shells.keys.sorted() { warnAboutKernelSettings(interface: name.rawValue) }
+            }
+            if let path = configuration.controlSocket {
+                control = try ControlServer(
+                    path: path, group: configuration.controlGroup, queue: queue, logger: logger)
+            }
+        } catch {
+            for shell in shells.values { shell.stop() }
+            unicastHolder?.close()
+            store.close()
+            throw error
+        }
+
         let loaded = try store.loadOwners()
         for problem in loaded.problems {
             logger.error("lease store: \(problem)")
         }
-        let restored = core.restore(loaded.owners, now: now())
-        try perform(restored)
-
-        for family in [DatagramSocket.Family.ipv4, .ipv6] {
-            do {
-                sockets.append(
-                    try DatagramSocket(
-                        family: family, interface: configuration.interface, port: configuration.registrationPort))
-            } catch {
-                throw DaemonError(description: "registration socket: \(error)")
-            }
-        }
-        if configuration.responder {
-            try openResponder(interface: interface)
-            warnAboutKernelSettings(interface: interface.name)
-        }
+        loadWakeHistory()
+        for owner in loaded.owners { remember(owner) }
+        performer.perform(core.restore(loaded.owners, now: now()))
         logger.info(
-            "sleepproxyd \(SleepProxyVersion.string) on \(configuration.interface) (index \(interfaceIndex)), registrations on UDP port \(configuration.registrationPort), state in \(configuration.stateDirectory)"
+            "sleepproxyd \(SleepProxyVersion.string) on \(configuration.interfaces.joined(separator: ", ")), registrations on UDP port \(configuration.registrationPort), state in \(configuration.stateDirectory)\(configuration.controlSocket.map { ", control socket \($0)" } ?? "")"
         )
-    }
-
-    /// The `Link` the core needs: the interface's MAC and on-link prefixes.
-    static func link(of interface: NetworkInterface) throws -> Link {
-        guard let macBytes = interface.macAddress, let mac = MACAddress(bytes: macBytes) else {
-            throw DaemonError(description: "interface \(interface.name) has no Ethernet address")
-        }
-        let prefixes = (interface.ipv4Addresses + interface.ipv6Addresses).compactMap { address in
-            IPAddress(bytes: address.bytes).map { Link.Prefix(address: $0, length: address.prefixLength) }
-        }
-        return Link(name: InterfaceName(interface.name), macAddress: mac, prefixes: prefixes)
     }
 
     /// The wall clock, as the lease store and other processes read it.
@@ -154,27 +173,52 @@ public final class Daemon: @unchecked Sendable {
     }
 
     /// The core's time: the wall clock when the daemon started, advancing steadily (see `SteadyClock`).
-    private func now() -> UnixTime { clock.now() }
+    func now() -> UnixTime { clock.now() }
+
+    /// Carries out actions through the shells; committed events reach the control server.
+    var performer: ActionPerformer {
+        ActionPerformer(
+            store: store, logger: logger, effects: { [shells] in shells[$0] },
+            onEvent: { [weak self] event in self?.noteEvent(event) })
+    }
+
+    /// Carries out `actions`, then tells followers of new events and re-arms the timer.
+    func perform(_ actions: [Action]) {
+        let committed = performer.perform(actions)
+        if committed, actions.contains(where: { if case .store(.appendEvent) = $0 { true } else { false } }) {
+            sendEventsToFollowers()
+        }
+        if actions.contains(where: { if case .store(.saveOwner) = $0 { true } else { false } }) {
+            for case .store(.saveOwner(let owner)) in actions { remember(owner) }
+            reportStatus()
+        } else if actions.contains(where: { if case .store(.removeOwner) = $0 { true } else { false } }) {
+            reportStatus()
+        }
+    }
+
+    private func noteEvent(_ event: Event) {
+        guard event.kind == .wake || event.kind.identifier == "would-wake", let owner = event.owner else { return }
+        lastWakes[OwnerKey(interface: event.interface, primaryMAC: owner)] = event
+    }
+
+    func remember(_ owner: Owner) {
+        if let name = owner.hostNames.first { knownNames[owner.key.primaryMAC] = name }
+    }
+
+    private func loadWakeHistory() {
+        guard let loaded = try? store.events(limit: configuration.eventHistoryLimit) else { return }
+        for stored in loaded.events { noteEvent(stored.event) }
+    }
 
     /// Follows a step of the system clock: everything held moves with it, so no lease ends early or late.
     private func followClockSteps() {
         guard let step = clock.step() else { return }
-        do {
-            try perform(core.clockStepped(by: step))
-        } catch {
-            logger.error("\(error)")
-        }
+        perform(core.clockStepped(by: step))
     }
 
     /// Runs until SIGTERM, SIGINT or `requestStop()`. Leases stay in the store for the next start.
     public func run() {
         queue.sync {
-            for socket in sockets {
-                let source = DispatchSource.makeReadSource(fileDescriptor: socket.fileDescriptor, queue: queue)
-                source.setEventHandler { [weak self] in self?.drain(socket) }
-                source.activate()
-                sources.append(source)
-            }
             for signalNumber in [SIGTERM, SIGINT] {
                 signal(signalNumber, SIG_IGN)
                 let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
@@ -185,14 +229,11 @@ public final class Daemon: @unchecked Sendable {
                 source.activate()
                 sources.append(source)
             }
-            for socket in mdnsSockets {
-                // Input comes from the capture, which also sees unicast to us and the sender's MAC; what arrives
-                // here (including our own packets looped back) is read and dropped so the buffer never fills.
-                let source = DispatchSource.makeReadSource(fileDescriptor: socket.fileDescriptor, queue: queue)
-                source.setEventHandler { while (try? socket.receive()) != nil {} }
-                source.activate()
-                sources.append(source)
-            }
+            signal(SIGHUP, SIG_IGN)
+            let hangUp = DispatchSource.makeSignalSource(signal: SIGHUP, queue: queue)
+            hangUp.setEventHandler { [weak self] in self?.reload() }
+            hangUp.activate()
+            sources.append(hangUp)
             if let holder = unicastHolder {
                 for descriptor in holder.fileDescriptors {
                     let source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
@@ -201,37 +242,41 @@ public final class Daemon: @unchecked Sendable {
                     sources.append(source)
                 }
             }
-            if let capture {
-                let queue = self.queue
-                // Frames still queued when the daemon stops find it gone: weak, never unowned.
-                captureTask = Task { [weak self] in
-                    for await frame in capture.frames {
-                        queue.async { [weak self] in self?.handleCaptured(frame) }
-                    }
-                }
+            for name in shells.keys.sorted() {
+                startShell(name)
             }
-            if let advertisement = configuration.advertisement {
-                do {
-                    try perform(
-                        core.startAdvertising(
-                            on: interfaceName, configuration: advertisement, port: configuration.registrationPort,
-                            now: now()))
-                } catch {
-                    logger.error("\(error)")
-                }
+            control?.start { [weak self] request, connection in
+                self?.answer(request, on: connection)
             }
             // Interface addresses change (DHCP, SLAAC): refresh what is on-link now and then.
             let refresh = DispatchSource.makeTimerSource(queue: queue)
             refresh.schedule(deadline: .now() + .seconds(10), repeating: .seconds(10))
             refresh.setEventHandler { [weak self] in
                 self?.followClockSteps()
-                self?.refreshLink()
+                self?.refreshLinks()
             }
             refresh.activate()
             sources.append(refresh)
+            let watchdog = DispatchSource.makeTimerSource(queue: queue)
+            watchdog.schedule(deadline: .now() + .seconds(5), repeating: .seconds(5))
+            watchdog.setEventHandler { [weak self] in self?.lifecycleObserver?(.watchdog) }
+            watchdog.activate()
+            sources.append(watchdog)
             scheduleExpiry()
+            lifecycleObserver?(.ready(status: statusLine))
         }
         finished.wait()
+    }
+
+    /// Starts reading an interface and advertising on it.
+    private func startShell(_ name: InterfaceName) {
+        guard let shell = shells[name] else { return }
+        shell.start(on: queue) { [weak self] input in self?.handle(input) }
+        if let advertisement = configuration.advertisement {
+            perform(
+                core.startAdvertising(
+                    on: name, configuration: advertisement, port: configuration.registrationPort, now: now()))
+        }
     }
 
     /// Stops a running daemon from any thread; `run()` returns once the sockets and the store are closed.
@@ -245,26 +290,18 @@ public final class Daemon: @unchecked Sendable {
     private func stop() {
         guard !stopped else { return }
         stopped = true
+        lifecycleObserver?(.stopping)
         // Goodbyes for the advertisement (and magic packets, if asked) go out while the sockets are still open.
         if configuration.wakeAllOnExit {
-            try? perform(core.wakeEveryone(now: now(), reason: "the proxy is stopping"))
+            perform(core.wakeEveryone(now: now(), reason: "the proxy is stopping"))
         }
-        try? perform(core.stopAdvertising(now: now()))
-        if let statistics = try? capture?.statistics() {
-            logger.notice(
-                "capture statistics: received \(statistics.received), dropped by the kernel \(statistics.droppedByKernel), by the interface \(statistics.droppedByInterface), by the daemon \(statistics.droppedByStream)"
-            )
-        }
+        perform(core.stopAdvertising(now: now()))
+        perform(core.actionsOnStop())
         for source in sources { source.cancel() }
         expiryTimer?.cancel()
-        captureTask?.cancel()
-        capture?.close()
-        for socket in sockets { socket.close() }
-        for socket in mdnsSockets { socket.close() }
+        control?.stop()
+        for shell in shells.values { shell.stop() }
         unicastHolder?.close()
-        membership?.close()
-        for address in neighbourEntries { _ = try? neighbours?.remove(address) }
-        neighbours?.close()
         store.close()
         finished.signal()
     }
@@ -274,57 +311,48 @@ public final class Daemon: @unchecked Sendable {
         queue.sync { Array(core.owners.values) }
     }
 
-    private func refreshLink() {
-        guard let interface = try? NetworkInterface.named(configuration.interface),
-            let link = try? Self.link(of: interface)
-        else {
-            logger.warning("interface \(configuration.interface) is gone; registrations wait for it")
-            return
-        }
-        interfaceIndex = interface.index
-        core.setLink(link)
+    /// "holding 3 hosts on eth0, eth0.20": the one-line summary the service manager shows.
+    var statusLine: String {
+        let count = core.owners.count
+        let names = shells.keys.sorted().map(\.rawValue).joined(separator: ", ")
+        return "holding \(count) host\(count == 1 ? "" : "s") on \(names)"
     }
 
-    /// Reads every pending datagram (up to a batch), then commits once and replies.
-    private func drain(_ socket: DatagramSocket) {
-        var actions: [Action] = []
-        for _ in 0..<configuration.maximumBatch {
-            let datagram: ReceivedDatagram?
-            do {
-                datagram = try socket.receive()
-            } catch {
-                logger.error("registration socket: \(error)")
-                break
-            }
-            guard let datagram else { break }
-            guard !datagram.truncated else {
-                logger.warning("dropped a registration from \(datagram.source): larger than 65,535 bytes")
+    private func reportStatus() {
+        lifecycleObserver?(.status(statusLine))
+    }
+
+    private func refreshLinks() {
+        for shell in shells.values {
+            guard let link = shell.refreshLink() else {
+                logger.warning("interface \(shell.name) is gone; registrations wait for it")
                 continue
             }
-            let input = RegistrationDatagram(
-                interface: interfaceName, source: datagram.source, sourceScopeID: datagram.sourceScopeID,
-                destination: Endpoint(address: datagram.destination, port: datagram.destinationPort),
-                bytes: datagram.bytes)
-            actions += core.handleRegistration(input, now: now())
+            core.setLink(link)
         }
-        do {
-            try perform(actions)
-        } catch {
-            logger.error("\(error)")
+    }
+
+    private func handle(_ input: ShellInput) {
+        guard !stopped else { return }
+        switch input {
+        case .registrations(let batch):
+            var actions: [Action] = []
+            for datagram in batch { actions += core.handleRegistration(datagram, now: now()) }
+            perform(actions)
+        case .mdns(let packet):
+            perform(core.handleMDNS(packet, now: now()))
+        case .frame(let frame, let interface):
+            perform(core.handleFrame(frame, on: interface, now: now()))
         }
         scheduleExpiry()
     }
 
     private func expire() {
-        do {
-            try perform(core.tick(now: now()))
-        } catch {
-            logger.error("\(error)")
-        }
+        perform(core.tick(now: now()))
         scheduleExpiry()
     }
 
-    private func scheduleExpiry() {
+    func scheduleExpiry() {
         expiryTimer?.cancel()
         expiryTimer = nil
         guard !stopped, let deadline = core.nextDeadline else { return }
@@ -336,131 +364,90 @@ public final class Daemon: @unchecked Sendable {
         expiryTimer = timer
     }
 
-    /// Carries out actions in order: first every store change, in one transaction, then the rest. A reply is
-    /// never sent before the changes it acknowledges are committed; if the commit fails, no reply goes out and
-    /// the client's retransmission gets another chance.
-    private func perform(_ actions: [Action]) throws {
-        let changes = actions.compactMap { if case .store(let change) = $0 { change } else { nil } }
-        var committed = true
-        if !changes.isEmpty {
-            do {
-                try store.apply(changes)
-            } catch {
-                committed = false
-                logger.error("lease store: commit of \(changes.count) changes failed, replies withheld: \(error)")
-            }
-        }
-        for action in actions {
-            switch action {
-            case .store:
-                break
-            case .reply(let reply):
-                guard committed else { continue }
-                send(reply)
-            case .log(let level, let text):
-                logger.log(level: Self.level(level), "\(text)")
-            case .sendMDNS(let transmission):
-                sendMDNS(transmission)
-            case .injectFrame(_, let bytes):
-                inject(bytes)
-            case .proxiedAddressesChanged:
-                updateCaptureFilter()
-            case .joinMulticastGroup(_, let group):
-                joinGroup(group)
-            case .leaveMulticastGroup(_, let group):
-                leaveGroup(group)
-            case .setNeighbour(_, let address, let mac):
-                setNeighbour(address, mac)
-            case .removeNeighbour(_, let address):
-                removeNeighbour(address)
-            }
-        }
-    }
+    // MARK: Reload
 
-    // MARK: mDNS
-
-    /// Opens the mDNS sockets (sending; bound to the groups so that an avahi-daemon keeps its unicast), holds
-    /// unicast port 5353 when nobody else does (so that legacy queries to our address get no ICMP error before
-    /// our answer), and captures UDP to port 5353: the capture is the input, with the sender's MAC and the
-    /// unicast that an avahi-daemon on this host would otherwise take.
-    private func openResponder(interface: NetworkInterface) throws {
-        // The unicast port first: our own group sockets share the port, which would make it look taken.
-        unicastHolder = UnicastPortHolder(port: MulticastDNS.port)
-        if let holder = unicastHolder {
-            logger.info(
-                "holding UDP port \(MulticastDNS.port) for unicast (\(holder.families)); no other mDNS stack runs here")
-        } else {
-            logger.info("another mDNS stack holds UDP port \(MulticastDNS.port); unicast to it is seen by the capture")
+    /// Reads the configuration again and applies what changed, keeping every held host: interfaces added start
+    /// serving, interfaces removed stop (their hosts are woken first), a changed advertisement is announced
+    /// again, limits and the wake policy apply from now on. A configuration that does not load is refused whole.
+    private func reload() {
+        guard let reloadConfiguration, !stopped else { return }
+        lifecycleObserver?(.reloading)
+        defer {
+            lifecycleObserver?(.reloaded(status: statusLine))
+            scheduleExpiry()
         }
-        for family in [DatagramSocket.Family.ipv4, .ipv6] {
-            do {
-                mdnsSockets.append(try MulticastDNSSocket(family: family, interfaceIndex: interface.index))
-            } catch {
-                throw DaemonError(description: "mDNS socket: \(error)")
-            }
-        }
+        let next: DaemonConfiguration
         do {
-            neighbours = try NeighbourTable(interfaceIndex: interface.index)
-            membership = try MulticastMembership(interfaceIndex: interface.index)
+            next = try reloadConfiguration()
         } catch {
-            throw DaemonError(description: "address take-over: \(error)")
-        }
-        do {
-            let capture = try PacketCapture(
-                interface: interface.name,
-                options: PacketCapture.Options(
-                    kernelBufferSize: 16 * 1024 * 1024, streamBufferSize: 16_384, direction: .both))
-            captureFilter = "udp dst port \(MulticastDNS.port) or arp or (icmp6 and ip6[7] = 255)"
-            try capture.setFilter(captureFilter)
-            self.capture = capture
-        } catch {
-            throw DaemonError(description: "mDNS capture: \(error)")
-        }
-    }
-
-    private func handleCaptured(_ captured: CapturedFrame) {
-        guard !stopped, let frame = try? EthernetFrame(parsing: captured.bytes) else { return }
-        guard let udp = frame.udp, udp.destinationPort == MulticastDNS.port else {
-            handleFrame(captured)
+            logger.error("reload refused, the running configuration is kept: \(error)")
             return
         }
-        // Outgoing frames are captured too: programs on this host (its avahi-daemon, a browser) ask for held
-        // names like anyone else. Only the messages the daemon sent itself are left out.
-        if frame.header.source == linkMAC, ownTransmissions.claim(udp.payload) { return }
-        let source: IPAddress
-        let destination: IPAddress
-        if let ipv4 = frame.ipv4 {
-            source = .v4(ipv4.header.source)
-            destination = .v4(ipv4.header.destination)
-        } else if let ipv6 = frame.ipv6 {
-            source = .v6(ipv6.header.source)
-            destination = .v6(ipv6.header.destination)
-        } else {
+        guard !next.interfaces.isEmpty else {
+            logger.error("reload refused, the running configuration is kept: no interface to serve")
             return
         }
-        let scope: UInt32 = if case .v6(let address) = source, address.isLinkLocal { interfaceIndex } else { 0 }
-        let packet = MDNSPacket(
-            interface: interfaceName, source: Endpoint(address: source, port: udp.sourcePort), sourceScopeID: scope,
-            destination: destination, sourceMAC: frame.header.source, bytes: udp.payload)
-        do {
-            try perform(core.handleMDNS(packet, now: now()))
-        } catch {
-            logger.error("\(error)")
+        for (what, changed) in [
+            ("registration_port", next.registrationPort != configuration.registrationPort),
+            ("state_directory", next.stateDirectory != configuration.stateDirectory),
+            ("control.socket", next.controlSocket != configuration.controlSocket),
+            ("control.group", next.controlGroup != configuration.controlGroup),
+        ] where changed {
+            logger.warning("reload: \(what) changed; it takes effect at the next start")
         }
-        scheduleExpiry()
+        let current = Set(shells.keys)
+        let wanted = Set(next.interfaces.map { InterfaceName($0) })
+        // Open new interfaces first: if one fails, nothing has changed yet.
+        var added: [InterfaceShell] = []
+        for name in wanted.subtracting(current).sorted() {
+            do {
+                added.append(
+                    try InterfaceShell(interface: name.rawValue, options: configuration.shellOptions, logger: logger))
+            } catch {
+                for shell in added { shell.stop() }
+                logger.error("reload refused, the running configuration is kept: \(error)")
+                return
+            }
+        }
+        let advertisementChanged = next.advertisement != configuration.advertisement
+        let registrationPort = configuration.registrationPort
+        var applied = next
+        applied.registrationPort = registrationPort
+        applied.stateDirectory = configuration.stateDirectory
+        applied.controlSocket = configuration.controlSocket
+        applied.controlGroup = configuration.controlGroup
+        applied.responder = configuration.responder
+        configuration = applied
+        core.reconfigure(next.core)
+
+        for name in current.subtracting(wanted).sorted() {
+            perform(core.removeLink(name, now: now(), reason: "\(name) was removed from the configuration"))
+            shells.removeValue(forKey: name)?.stop()
+            logger.notice("reload: stopped serving \(name)")
+        }
+        for shell in added {
+            shells[shell.name] = shell
+            core.setLink(shell.link)
+            if configuration.responder { warnAboutKernelSettings(interface: shell.name.rawValue) }
+            startShell(shell.name)
+            logger.notice("reload: serving \(shell.name)")
+        }
+        if advertisementChanged {
+            let addedNames = Set(added.map(\.name))
+            for name in shells.keys.sorted() where !addedNames.contains(name) {
+                perform(core.stopAdvertising(on: name, now: now()))
+                if let advertisement = configuration.advertisement {
+                    perform(
+                        core.startAdvertising(
+                            on: name, configuration: advertisement, port: registrationPort, now: now()))
+                }
+            }
+            logger.notice("reload: advertisement changed; announcing again")
+        }
+        logger.notice("reloaded the configuration: \(statusLine)")
     }
 
-    private func handleFrame(_ captured: CapturedFrame) {
-        do {
-            try perform(
-                core.handleFrame(CapturedFrameInput(interface: interfaceName, bytes: captured.bytes), now: now()))
-        } catch {
-            logger.error("\(error)")
-        }
-        scheduleExpiry()
-    }
-
-    // MARK: Take-over
+    // MARK: Kernel settings
 
     /// The triggering SYN must only be observed: a forwarding or redirecting kernel would answer or pass it on
     /// (PROTOCOL.md section 6 item 8), and proxy ARP/ND would answer for the sleeper alongside the proxy.
@@ -491,152 +478,8 @@ public final class Daemon: @unchecked Sendable {
         return String(decoding: buffer[0..<count].filter { $0 > 0x20 }, as: UTF8.self)
     }
 
-    private func inject(_ frame: [UInt8]) {
-        do {
-            try capture?.inject(frame)
-        } catch {
-            logger.warning("inject: \(error)")
-        }
-    }
-
-    /// The kernel filter: mDNS to us, all ARP, ICMPv6 with hop limit 255 (Neighbour Discovery), and IP to the
-    /// held addresses. Held addresses are listed one by one while few; with many, they are folded into the
-    /// narrowest prefixes that keep the program small (the kernel caps classic BPF at 4,096 instructions), so
-    /// that traffic to other addresses stays in the kernel. The core checks every packet exactly.
-    private func updateCaptureFilter() {
-        guard let capture else { return }
-        let addresses = core.proxiedAddresses(on: interfaceName)
-        var parts = ["udp dst port \(MulticastDNS.port)", "arp", "(icmp6 and ip6[7] = 255)"]
-        parts += Self.destinationTerms(for: addresses, limit: 64)
-        let filter = parts.joined(separator: " or ")
-        guard filter != captureFilter else { return }
-        do {
-            try capture.setFilter(filter)
-            captureFilter = filter
-        } catch {
-            logger.error("capture filter: \(error)")
-        }
-    }
-
     /// `dst host` or `dst net` terms covering `addresses` with at most `limit` terms.
     public static func destinationTerms(for addresses: [IPAddress], limit: Int) -> [String] {
-        let v4 = addresses.compactMap { if case .v4(let a) = $0 { a } else { nil } }
-        let v6 = addresses.compactMap { if case .v6(let a) = $0 { a } else { nil } }
-        var terms: [String] = []
-        for length in [32, 28, 24, 20, 16, 8, 0] {
-            let prefixes = Set(v4.map { length == 0 ? 0 : $0.value & (UInt32.max << UInt32(32 - length)) })
-            if prefixes.count <= limit / 2 || length == 0 {
-                terms += prefixes.sorted().map { prefix in
-                    length == 32
-                        ? "dst host \(IPv4Address(value: prefix))" : "dst net \(IPv4Address(value: prefix))/\(length)"
-                }
-                break
-            }
-        }
-        if v4.isEmpty { terms.removeAll() }
-        var v6Terms: [String] = []
-        for length in [128, 120, 112, 104, 96, 80, 64, 48, 0] {
-            let prefixes = Set(
-                v6.map { address -> IPv6Address in
-                    if length >= 64 {
-                        let mask = length == 128 ? UInt64.max : UInt64.max << UInt64(128 - length)
-                        return IPv6Address(high: address.high, low: address.low & mask)
-                    }
-                    let mask = length == 0 ? 0 : UInt64.max << UInt64(64 - length)
-                    return IPv6Address(high: address.high & mask, low: 0)
-                })
-            if prefixes.count <= limit / 2 || length == 0 {
-                v6Terms = prefixes.sorted().map { prefix in
-                    length == 128 ? "dst host \(prefix)" : "dst net \(prefix)/\(length)"
-                }
-                break
-            }
-        }
-        if v6.isEmpty { v6Terms.removeAll() }
-        return terms + v6Terms
-    }
-
-    private func joinGroup(_ group: IPv6Address) {
-        groupUsers[group, default: 0] += 1
-        guard groupUsers[group] == 1 else { return }
-        do {
-            try membership?.join(group)
-        } catch {
-            logger.error("join \(group): \(error)")
-        }
-    }
-
-    private func leaveGroup(_ group: IPv6Address) {
-        guard let users = groupUsers[group] else { return }
-        if users > 1 {
-            groupUsers[group] = users - 1
-            return
-        }
-        groupUsers[group] = nil
-        do {
-            try membership?.leave(group)
-        } catch {
-            logger.error("leave \(group): \(error)")
-        }
-    }
-
-    private func setNeighbour(_ address: IPAddress, _ mac: MACAddress) {
-        do {
-            try neighbours?.set(address, mac: mac)
-            neighbourEntries.insert(address)
-        } catch {
-            logger.error("\(error)")
-        }
-    }
-
-    private func removeNeighbour(_ address: IPAddress) {
-        neighbourEntries.remove(address)
-        do {
-            try neighbours?.remove(address)
-        } catch {
-            logger.error("\(error)")
-        }
-    }
-
-    private func sendMDNS(_ transmission: MDNSTransmission) {
-        let family = Self.family(of: transmission.destination.address)
-        guard let socket = mdnsSockets.first(where: { $0.family == family }) else { return }
-        ownTransmissions.note(transmission.bytes)
-        do {
-            try socket.send(
-                transmission.bytes, to: transmission.destination, scopeID: transmission.destinationScopeID,
-                from: transmission.source)
-        } catch {
-            logger.warning("mDNS to \(transmission.destination): \(error)")
-        }
-    }
-
-    private func send(_ reply: RegistrationReply) {
-        let family = Self.family(of: reply.destination.address)
-        guard let socket = sockets.first(where: { $0.family == family }) else { return }
-        do {
-            try socket.send(
-                reply.bytes, to: reply.destination, scopeID: reply.destinationScopeID, from: reply.source.address,
-                interfaceIndex: interfaceIndex)
-        } catch {
-            logger.warning("reply to \(reply.destination): \(error)")
-        }
-    }
-
-    static func family(of address: IPAddress) -> DatagramSocket.Family {
-        switch address {
-        case .v4: .ipv4
-        case .v6: .ipv6
-        }
-    }
-
-    static func level(_ level: LogLevel) -> Logger.Level {
-        switch level {
-        case .debug: .debug
-        case .info: .info
-        case .notice: .notice
-        case .warning: .warning
-        default: .error
-        }
+        InterfaceShell.destinationTerms(for: addresses, limit: limit)
     }
 }

@@ -52,6 +52,9 @@ struct SleepProxyd: ParsableCommand {
     @Flag(name: .long, help: "On a clean stop, wake every held host instead of keeping the leases for the next start.")
     var wakeAllOnExit = false
 
+    @Option(name: .long, help: "The control socket sleepproxyctl talks to.")
+    var controlSocket: String = "/run/sleepproxy/control.sock"
+
     @Option(name: .long, help: "Log level: debug, info, notice, warning or error.")
     var logLevel: String = "info"
 
@@ -106,11 +109,11 @@ struct SleepProxyd: ParsableCommand {
         let level = Logger.Level(rawValue: logLevel) ?? .info
         let logger = Logger(label: "sleepproxyd") { StderrLogHandler(label: $0, level: level) }
         var configuration = DaemonConfiguration(
-            interface: interface, stateDirectory: stateDir, registrationPort: registrationPort,
+            interfaces: [interface], stateDirectory: stateDir, registrationPort: registrationPort,
             core: CoreConfiguration(
                 maximumLease: maximumLease, maximumRecordsPerOwner: maximumRecordsPerHost,
                 maximumRecordsTotal: maximumRecords),
-            advertisement: try advertisement())
+            advertisement: try advertisement(), controlSocket: controlSocket)
         configuration.wakeAllOnExit = wakeAllOnExit
         do {
             let daemon = try Daemon(configuration: configuration, logger: logger)

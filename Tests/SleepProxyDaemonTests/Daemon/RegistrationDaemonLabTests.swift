@@ -161,6 +161,7 @@ struct RegistrationDaemonLabTests {
             [
                 try Self.daemonPath(), "--interface", "eth0", "--state-dir", state, "--registration-port",
                 String(Self.port), "--log-level", "debug", "--advertise-name", "Lab Proxy",
+                "--control-socket", lab.workDirectory + "/control.sock",
             ] + extraArguments)
         let deadline = ContinuousClock.now + .seconds(10)
         while !process.stderr.contains("registrations on UDP port") {

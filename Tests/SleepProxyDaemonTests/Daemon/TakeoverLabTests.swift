@@ -96,7 +96,7 @@ struct TakeoverLabTests {
             #expect(
                 try EthernetFrame(parsing: frame.bytes).magicPacket?.target == MACAddress(lab.host(.sleeper).macString))
             #expect(daemon.stderr.contains("woke 1 held hosts"), "\(daemon.stderr)")
-            #expect(daemon.stderr.contains("capture statistics: received"), "\(daemon.stderr)")
+            #expect(daemon.stderr.contains("capture statistics on eth0: received"), "\(daemon.stderr)")
         }
     }
 

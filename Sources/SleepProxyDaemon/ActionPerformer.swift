@@ -1,0 +1,108 @@
+public import LeaseStore
+public import Logging
+public import NetworkAddresses
+public import SleepProxyCore
+
+/// The effects of the core's actions on one interface's wire and kernel state. `InterfaceShell` is the real one;
+/// tests of `ActionPerformer` substitute a recorder, so that the rules of carrying out actions run without root.
+public protocol InterfaceEffects: AnyObject {
+    func sendReply(_ reply: RegistrationReply) throws
+    func sendMDNS(_ transmission: MDNSTransmission) throws
+    func inject(_ frame: [UInt8]) throws
+    /// The held addresses on this interface are now exactly `addresses`: the capture watches them.
+    func watch(_ addresses: [IPAddress]) throws
+    func joinGroup(_ group: IPv6Address) throws
+    func leaveGroup(_ group: IPv6Address) throws
+    func setNeighbour(_ address: IPAddress, mac: MACAddress) throws
+    func removeNeighbour(_ address: IPAddress) throws
+}
+
+/// Carries out the core's actions, in order, with one rule above the others: every store change of a batch is
+/// committed, in one transaction, before anything else happens; if the commit fails no reply goes out (the
+/// client retransmits), while the rest still does (answers, take-over, wakes keep the network consistent with
+/// the core, which already changed).
+public struct ActionPerformer {
+    public var store: any LeaseStoring
+    public var logger: Logger
+    /// The effects for an interface, or nil when it is not served (its actions are logged and dropped).
+    public var effects: (InterfaceName) -> (any InterfaceEffects)?
+    /// Sees each committed event, for the control server's followers and its record of wakes.
+    public var onEvent: (Event) -> Void
+
+    public init(
+        store: any LeaseStoring, logger: Logger, effects: @escaping (InterfaceName) -> (any InterfaceEffects)?,
+        onEvent: @escaping (Event) -> Void = { _ in }
+    ) {
+        self.store = store
+        self.logger = logger
+        self.effects = effects
+        self.onEvent = onEvent
+    }
+
+    /// Carries out `actions`; returns whether the store changes (if any) were committed.
+    @discardableResult
+    public func perform(_ actions: [Action]) -> Bool {
+        let changes = actions.compactMap { if case .store(let change) = $0 { change } else { nil } }
+        var committed = true
+        if !changes.isEmpty {
+            do {
+                try store.apply(changes)
+            } catch {
+                committed = false
+                logger.error("lease store: commit of \(changes.count) changes failed, replies withheld: \(error)")
+            }
+        }
+        for action in actions {
+            switch action {
+            case .store(let change):
+                if committed, case .appendEvent(let event) = change { onEvent(event) }
+            case .reply(let reply):
+                guard committed else { continue }
+                carryOut(reply.interface, "reply to \(reply.destination)") { try $0.sendReply(reply) }
+            case .log(let level, let text):
+                logger.log(level: Self.level(level), "\(text)")
+            case .sendMDNS(let transmission):
+                carryOut(transmission.interface, "mDNS to \(transmission.destination)") {
+                    try $0.sendMDNS(transmission)
+                }
+            case .injectFrame(let interface, let bytes):
+                carryOut(interface, "inject") { try $0.inject(bytes) }
+            case .proxiedAddressesChanged(let interface, let addresses):
+                carryOut(interface, "capture filter") { try $0.watch(addresses) }
+            case .joinMulticastGroup(let interface, let group):
+                carryOut(interface, "join \(group)") { try $0.joinGroup(group) }
+            case .leaveMulticastGroup(let interface, let group):
+                carryOut(interface, "leave \(group)") { try $0.leaveGroup(group) }
+            case .setNeighbour(let interface, let address, let mac):
+                carryOut(interface, "neighbour \(address)") { try $0.setNeighbour(address, mac: mac) }
+            case .removeNeighbour(let interface, let address):
+                carryOut(interface, "neighbour \(address)") { try $0.removeNeighbour(address) }
+            }
+        }
+        return committed
+    }
+
+    private func carryOut(
+        _ interface: InterfaceName, _ what: String, _ body: (any InterfaceEffects) throws -> Void
+    ) {
+        guard let effects = effects(interface) else {
+            logger.debug("\(what) on \(interface): the interface is not served")
+            return
+        }
+        do {
+            try body(effects)
+        } catch {
+            logger.warning("\(what) on \(interface): \(error)")
+        }
+    }
+
+    static func level(_ level: LogLevel) -> Logger.Level {
+        switch level {
+        case .debug: .debug
+        case .info: .info
+        case .notice: .notice
+        case .warning: .warning
+        default: .error
+        }
+    }
+}

@@ -1,0 +1,267 @@
+import DNSWire
+import Foundation
+import LeaseStore
+import NetworkAddresses
+import SleepProxyControl
+import SleepProxyCore
+
+/// The daemon's answers to control requests: reports built from the core and the store, and the two commands
+/// that change something (`wake`, `forget`), which go through the core like any other input.
+extension Daemon {
+    func answer(_ request: ControlRequest, on connection: ControlConnection) -> ControlResponse? {
+        switch request.command {
+        case .status:
+            return ControlResponse(status: statusReport())
+        case .hosts:
+            let now = now()
+            return ControlResponse(hosts: core.owners.keys.sorted().compactMap { summary(of: $0, now: now) })
+        case .show:
+            return withHost(request) { key in
+                ControlResponse(host: detail(of: key, now: now()))
+            }
+        case .wake:
+            return withHost(request) { key in
+                let name = displayName(key)
+                perform(core.requestWake(key, now: now(), reason: "the administrator asked (sleepproxyctl wake)"))
+                scheduleExpiry()
+                return ControlResponse(message: "waking \(name) (\(key.primaryMAC) on \(key.interface))")
+            }
+        case .forget:
+            return withHost(request) { key in
+                let name = displayName(key)
+                perform(core.forget(key, now: now(), reason: "the administrator asked (sleepproxyctl forget)"))
+                scheduleExpiry()
+                return ControlResponse(
+                    message: "forgot \(name) (\(key.primaryMAC) on \(key.interface)): goodbyes sent, records dropped")
+            }
+        case .events:
+            return events(request, on: connection)
+        default:
+            return .failure(
+                ControlError(
+                    .unknownCommand,
+                    "unknown command \"\(request.command)\"; known: \(ControlRequest.Command.all.map(\.rawValue).joined(separator: ", "))"
+                ))
+        }
+    }
+
+    // MARK: Hosts
+
+    private func withHost(_ request: ControlRequest, _ body: (OwnerKey) -> ControlResponse) -> ControlResponse {
+        guard let text = request.host, !text.isEmpty else {
+            return .failure(ControlError(.badArgument, "\(request.command) needs a host: a name, an address or a MAC"))
+        }
+        switch resolve(text) {
+        case .success(let key): return body(key)
+        case .failure(let error): return .failure(error)
+        }
+    }
+
+    /// The held host `text` names: a MAC (primary or wake), an address it holds or registered, or a host name
+    /// (`imac` or `imac.local`, any case).
+    func resolve(_ text: String) -> Result<OwnerKey, ControlError> {
+        let owners = core.owners
+        let matches: [OwnerKey]
+        if let mac = MACAddress(text) {
+            matches = owners.values.filter { $0.key.primaryMAC == mac || $0.wakeMAC == mac }.map(\.key)
+        } else if let address = IPAddress(text) {
+            matches = owners.values.filter { owner in
+                owner.proxiedAddresses.contains(address)
+                    || owner.records.contains { held in
+                        switch held.record.rdata {
+                        case .a(let v4): .v4(v4) == address
+                        case .aaaa(let v6): .v6(v6) == address
+                        default: false
+                        }
+                    }
+            }.map(\.key)
+        } else if let match = WakePolicy.HostMatch.name(text) {
+            matches = owners.values.filter { match.matches($0) }.map(\.key)
+        } else {
+            matches = []
+        }
+        switch matches.count {
+        case 0:
+            return .failure(
+                ControlError(
+                    .unknownHost, "no held host is \(text); `sleepproxyctl hosts` lists them (by name, address or MAC)")
+            )
+        case 1:
+            return .success(matches[0])
+        default:
+            let listed = matches.sorted().map { "\($0.primaryMAC) on \($0.interface)" }.joined(separator: ", ")
+            return .failure(ControlError(.ambiguousHost, "\(text) names several held hosts (\(listed)): give the MAC"))
+        }
+    }
+
+    func displayName(_ key: OwnerKey) -> String {
+        core.owners[key]?.hostNames.first ?? knownNames[key.primaryMAC] ?? key.primaryMAC.description
+    }
+
+    func summary(of key: OwnerKey, now: UnixTime) -> HostSummary? {
+        guard let owner = core.owners[key], let state = core.state(of: key) else { return nil }
+        let stateText: String
+        var wakeReason: String?
+        switch state {
+        case .takingOver: stateText = "taking-over"
+        case .held: stateText = "held"
+        case .waking(let reason, _):
+            stateText = "waking"
+            wakeReason = reason
+        }
+        return HostSummary(
+            name: owner.hostNames.first, ownerMAC: key.primaryMAC.description, wakeMAC: owner.wakeMAC.description,
+            interface: key.interface.rawValue, addresses: owner.proxiedAddresses.map(\.description),
+            services: owner.serviceInstances, state: stateText, wakeReason: wakeReason,
+            recordCount: owner.records.count, registeredAt: Self.date(owner.registeredAt),
+            leaseExpiresAt: owner.expiresAt.map(Self.date),
+            lastWake: lastWakes[key].map { event in
+                WakeReport(
+                    time: Self.date(event.time), reason: event.detail,
+                    sourceAddress: event.source?.address.description, sourcePort: event.source.map { Int($0.port) })
+            })
+    }
+
+    func detail(of key: OwnerKey, now: UnixTime) -> HostDetail? {
+        guard let owner = core.owners[key], let summary = summary(of: key, now: now) else { return nil }
+        let records = owner.records.map { held in
+            RecordReport(
+                name: held.record.name.description, type: held.record.type.description, ttl: Int(held.record.ttl),
+                data: Self.presentation(held.record.rdata), unique: held.isUnique, expiresAt: Self.date(held.expiresAt))
+        }
+        let addresses = core.addressStates(of: key, now: now).map {
+            AddressReport(address: $0.address.description, state: $0.phase.rawValue)
+        }
+        return HostDetail(
+            summary: summary, sequence: Int(owner.sequence), lastSource: owner.lastSource?.description,
+            records: records, addresses: addresses)
+    }
+
+    // MARK: Status
+
+    func statusReport() -> StatusReport {
+        let owners = core.owners.values
+        let interfaces = shells.keys.sorted().compactMap { name -> InterfaceReport? in
+            guard let shell = shells[name] else { return nil }
+            let held = owners.filter { $0.key.interface == name }
+            let counts = shell.captureCounts
+            return InterfaceReport(
+                name: name.rawValue, mac: shell.link.macAddress.description,
+                addresses: shell.link.prefixes.map(\.description),
+                advertisedName: core.advertisedInstance(on: name).map { Self.instanceText($0) },
+                registrationPort: Int(configuration.registrationPort), hostCount: held.count,
+                recordCount: held.reduce(0) { $0 + $1.records.count }, captureReceived: counts?.received,
+                captureDropped: counts?.dropped)
+        }
+        let uptime = Double((clock.now() - startedAt).components.seconds)
+        return StatusReport(
+            daemonVersion: SleepProxyVersion.string, startedAt: Self.date(startedAt), uptimeSeconds: uptime,
+            interfaces: interfaces, hostCount: owners.count, recordCount: core.recordCount, storePath: store.path,
+            controlSocket: configuration.controlSocket ?? "", dryRun: configuration.core.wakePolicy.dryRun)
+    }
+
+    /// The first label of an instance name, as people read it (`20-30-50-73 Lab Proxy`).
+    static func instanceText(_ name: DNSName) -> String {
+        guard let label = name.labels.first else { return name.description }
+        return String(decoding: label, as: UTF8.self)
+    }
+
+    // MARK: Events
+
+    private func events(_ request: ControlRequest, on connection: ControlConnection) -> ControlResponse {
+        let limit = request.limit ?? 50
+        guard limit >= 0, limit <= 100_000 else {
+            return .failure(ControlError(.badArgument, "limit \(limit) must be from 0 to 100000"))
+        }
+        var owner: String?
+        if let host = request.host, !host.isEmpty {
+            if let mac = MACAddress(host) {
+                owner = mac.description
+            } else if case .success(let key) = resolve(host) {
+                owner = key.primaryMAC.description
+            } else if let match = WakePolicy.HostMatch.name(host),
+                let known = knownNames.first(where: { WakePolicy.HostMatch.name($0.value) == match })
+            {
+                owner = known.key.description
+            } else {
+                return .failure(
+                    ControlError(
+                        .unknownHost,
+                        "no host \(host) is held or was seen since the daemon started; give its MAC to search the history"
+                    ))
+            }
+        }
+        let reports: [EventReport]
+        let newest: Int64
+        do {
+            // Filtering by host reads further back, so that the limit counts that host's events.
+            let loaded = try store.events(limit: owner == nil ? limit : configuration.eventHistoryLimit)
+            newest = loaded.events.last?.id ?? 0
+            var matching = loaded.events.filter { owner == nil || $0.event.owner?.description == owner }
+            if matching.count > limit { matching.removeFirst(matching.count - limit) }
+            reports = matching.map(report)
+        } catch {
+            return .failure(ControlError(.failed, "cannot read the event history: \(error)"))
+        }
+        if request.follow == true {
+            connection.follow(from: newest, owner: owner)
+        }
+        return ControlResponse(events: reports)
+    }
+
+    func report(_ stored: StoredEvent) -> EventReport {
+        let event = stored.event
+        return EventReport(
+            id: stored.id, time: Self.date(event.time), kind: event.kind.identifier,
+            interface: event.interface.rawValue, ownerMAC: event.owner?.description,
+            host: event.owner.flatMap { mac in
+                core.owners[OwnerKey(interface: event.interface, primaryMAC: mac)]?.hostNames.first ?? knownNames[mac]
+            }, sourceAddress: event.source?.address.description, sourcePort: event.source.map { Int($0.port) },
+            reason: event.reason?.identifier, detail: event.detail)
+    }
+
+    /// Sends every follower the events committed since the last it saw.
+    func sendEventsToFollowers() {
+        guard let control else { return }
+        for follower in control.followers {
+            guard let loaded = try? store.events(after: follower.lastEventID, limit: 10_000) else { continue }
+            for stored in loaded.events {
+                follower.lastEventID = stored.id
+                if let owner = follower.ownerFilter, stored.event.owner?.description != owner { continue }
+                follower.send(ControlResponse(event: report(stored)))
+            }
+        }
+    }
+
+    // MARK: Presentation
+
+    static func date(_ time: UnixTime) -> Date {
+        Date(timeIntervalSince1970: Double(time.nanoseconds) / 1e9)
+    }
+
+    static func presentation(_ rdata: RData) -> String {
+        switch rdata {
+        case .a(let address): return address.description
+        case .aaaa(let address): return address.description
+        case .ptr(let name): return name.description
+        case .srv(let srv): return "\(srv.priority) \(srv.weight) \(srv.port) \(srv.target)"
+        case .txt(let txt):
+            return txt.strings.map { string in
+                let text = String(decoding: string, as: UTF8.self)
+                return "\""
+                    + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+                    + "\""
+            }.joined(separator: " ")
+        case .hinfo(let hinfo):
+            return "\"\(String(decoding: hinfo.cpu, as: UTF8.self))\" \"\(String(decoding: hinfo.os, as: UTF8.self))\""
+        case .nsec(let nsec): return "\(nsec.nextName) \(nsec.types.map(\.description).joined(separator: " "))"
+        case .null(let bytes), .opaque(let bytes): return "\\# \(bytes.count) " + bytes.map { hex($0) }.joined()
+        case .opt: return "OPT"
+        }
+    }
+
+    private static func hex(_ byte: UInt8) -> String {
+        let digits = Array("0123456789abcdef")
+        return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
+    }
+}

@@ -1,0 +1,355 @@
+public import Dispatch
+public import Frames
+public import Logging
+public import NetworkAddresses
+public import SleepProxyCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What one interface hands the daemon: decoded just enough to reach the core.
+public enum ShellInput: Sendable {
+    /// Registration datagrams read together, to be committed as one batch.
+    case registrations([RegistrationDatagram])
+    /// An mDNS message the capture saw (to port 5353), with the sender's MAC.
+    case mdns(MDNSPacket)
+    /// Any other captured frame: ARP, Neighbour Discovery, IP to a held address; parsed once, here.
+    case frame(EthernetFrame, InterfaceName)
+}
+
+/// Everything the daemon does on one interface: its registration sockets, its mDNS sockets, its capture, its
+/// neighbour table and multicast memberships. Adding an interface is creating one; removing it is `stop()`.
+///
+/// A shell keeps no protocol state: the core owns that, and the shell carries out what the core's actions say
+/// about this interface (`InterfaceEffects`). All its methods run on the daemon's queue.
+public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
+    public struct Options: Sendable {
+        public var registrationPort: UInt16
+        /// Answer mDNS and take over addresses (sockets on the mDNS groups, a capture).
+        public var responder: Bool
+        /// How many datagrams one batch may cover.
+        public var maximumBatch: Int
+
+        public init(registrationPort: UInt16, responder: Bool, maximumBatch: Int) {
+            self.registrationPort = registrationPort
+            self.responder = responder
+            self.maximumBatch = maximumBatch
+        }
+    }
+
+    public let name: InterfaceName
+    public private(set) var index: UInt32
+    public private(set) var link: Link
+    let options: Options
+    private let logger: Logger
+    private var sockets: [DatagramSocket] = []
+    private var mdnsSockets: [MulticastDNSSocket] = []
+    private var capture: PacketCapture?
+    private var captureFilter = ""
+    private var neighbours: NeighbourTable?
+    private var membership: MulticastMembership?
+    /// Neighbour entries set for our own host, removed when the shell stops whatever the core says.
+    private var neighbourEntries: Set<IPAddress> = []
+    /// mDNS messages this shell sent, recognised when the capture sees them leave.
+    private var ownTransmissions = OwnTransmissions()
+    private var sources: [any DispatchSourceProtocol] = []
+    private var captureTask: Task<Void, Never>?
+    private var stopped = false
+
+    /// Opens the interface's sockets and capture. Throws a `DaemonError` naming the interface and what failed.
+    public init(interface: String, options: Options, logger: Logger) throws {
+        name = InterfaceName(interface)
+        self.options = options
+        self.logger = logger
+        let found: NetworkInterface
+        do {
+            found = try NetworkInterface.named(interface)
+        } catch {
+            throw DaemonError(description: "interface \(interface): \(error)")
+        }
+        index = found.index
+        link = try Self.link(of: found)
+        for family in [DatagramSocket.Family.ipv4, .ipv6] {
+            do {
+                sockets.append(try DatagramSocket(family: family, interface: interface, port: options.registrationPort))
+            } catch {
+                throw DaemonError(description: "registration socket on \(interface): \(error)")
+            }
+        }
+        if options.responder {
+            try openResponder(found)
+        }
+    }
+
+    /// The `Link` the core needs: the interface's MAC and on-link prefixes.
+    static func link(of interface: NetworkInterface) throws -> Link {
+        guard let macBytes = interface.macAddress, let mac = MACAddress(bytes: macBytes) else {
+            throw DaemonError(description: "interface \(interface.name) has no Ethernet address")
+        }
+        let prefixes = (interface.ipv4Addresses + interface.ipv6Addresses).compactMap { address in
+            IPAddress(bytes: address.bytes).map { Link.Prefix(address: $0, length: address.prefixLength) }
+        }
+        return Link(name: InterfaceName(interface.name), macAddress: mac, prefixes: prefixes)
+    }
+
+    /// Opens the mDNS sockets (sending; bound to the groups so that an avahi-daemon keeps its unicast), and
+    /// captures UDP to port 5353: the capture is the input, with the sender's MAC and the unicast that an
+    /// avahi-daemon on this host would otherwise take.
+    private func openResponder(_ interface: NetworkInterface) throws {
+        for family in [DatagramSocket.Family.ipv4, .ipv6] {
+            do {
+                mdnsSockets.append(try MulticastDNSSocket(family: family, interfaceIndex: interface.index))
+            } catch {
+                throw DaemonError(description: "mDNS socket on \(interface.name): \(error)")
+            }
+        }
+        do {
+            neighbours = try NeighbourTable(interfaceIndex: interface.index)
+            membership = try MulticastMembership(interfaceIndex: interface.index)
+        } catch {
+            throw DaemonError(description: "address take-over on \(interface.name): \(error)")
+        }
+        do {
+            let capture = try PacketCapture(
+                interface: interface.name,
+                options: PacketCapture.Options(
+                    kernelBufferSize: 16 * 1024 * 1024, streamBufferSize: 16_384, direction: .both))
+            captureFilter = Self.filter(for: [])
+            try capture.setFilter(captureFilter)
+            self.capture = capture
+        } catch {
+            throw DaemonError(description: "capture on \(interface.name): \(error)")
+        }
+    }
+
+    /// Starts reading: each input goes to `deliver` on `queue`.
+    public func start(on queue: DispatchQueue, deliver: @escaping @Sendable (ShellInput) -> Void) {
+        for socket in sockets {
+            let source = DispatchSource.makeReadSource(fileDescriptor: socket.fileDescriptor, queue: queue)
+            source.setEventHandler { [weak self] in
+                guard let self, !self.stopped else { return }
+                let batch = self.drain(socket)
+                if !batch.isEmpty { deliver(.registrations(batch)) }
+            }
+            source.activate()
+            sources.append(source)
+        }
+        for socket in mdnsSockets {
+            // Input comes from the capture, which also sees unicast to us and the sender's MAC; what arrives
+            // here (including our own packets looped back) is read and dropped so the buffer never fills.
+            let source = DispatchSource.makeReadSource(fileDescriptor: socket.fileDescriptor, queue: queue)
+            source.setEventHandler { while (try? socket.receive()) != nil {} }
+            source.activate()
+            sources.append(source)
+        }
+        if let capture {
+            // Frames still queued when the shell stops find it gone: weak, never unowned.
+            captureTask = Task { [weak self] in
+                for await frame in capture.frames {
+                    queue.async { [weak self] in
+                        guard let self, !self.stopped, let input = self.classify(frame) else { return }
+                        deliver(input)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads every pending datagram, up to a batch.
+    private func drain(_ socket: DatagramSocket) -> [RegistrationDatagram] {
+        var batch: [RegistrationDatagram] = []
+        for _ in 0..<options.maximumBatch {
+            let datagram: ReceivedDatagram?
+            do {
+                datagram = try socket.receive()
+            } catch {
+                logger.error("registration socket on \(name): \(error)")
+                break
+            }
+            guard let datagram else { break }
+            guard !datagram.truncated else {
+                logger.warning("dropped a registration from \(datagram.source) on \(name): larger than 65,535 bytes")
+                continue
+            }
+            batch.append(
+                RegistrationDatagram(
+                    interface: name, source: datagram.source, sourceScopeID: datagram.sourceScopeID,
+                    destination: Endpoint(address: datagram.destination, port: datagram.destinationPort),
+                    bytes: datagram.bytes))
+        }
+        return batch
+    }
+
+    /// mDNS to port 5353 becomes an `MDNSPacket`; everything else goes to the core as a frame.
+    private func classify(_ captured: CapturedFrame) -> ShellInput? {
+        guard let frame = try? EthernetFrame(parsing: captured.bytes) else { return nil }
+        guard let udp = frame.udp, udp.destinationPort == MulticastDNS.port else {
+            return .frame(frame, name)
+        }
+        // Outgoing frames are captured too: programs on this host (its avahi-daemon, a browser) ask for held
+        // names like anyone else. Only the messages the daemon sent itself are left out.
+        if frame.header.source == link.macAddress, ownTransmissions.claim(udp.payload) { return nil }
+        let source: IPAddress
+        let destination: IPAddress
+        if let ipv4 = frame.ipv4 {
+            source = .v4(ipv4.header.source)
+            destination = .v4(ipv4.header.destination)
+        } else if let ipv6 = frame.ipv6 {
+            source = .v6(ipv6.header.source)
+            destination = .v6(ipv6.header.destination)
+        } else {
+            return nil
+        }
+        let scope: UInt32 = if case .v6(let address) = source, address.isLinkLocal { index } else { 0 }
+        return .mdns(
+            MDNSPacket(
+                interface: name, source: Endpoint(address: source, port: udp.sourcePort), sourceScopeID: scope,
+                destination: destination, sourceMAC: frame.header.source, bytes: udp.payload))
+    }
+
+    /// Reads the interface's addresses again (DHCP, SLAAC); nil when it is gone.
+    public func refreshLink() -> Link? {
+        guard let found = try? NetworkInterface.named(name.rawValue), let link = try? Self.link(of: found) else {
+            return nil
+        }
+        index = found.index
+        self.link = link
+        return link
+    }
+
+    /// Frames the capture received and dropped (kernel, interface and daemon together), if capturing.
+    public var captureCounts: (received: Int, dropped: Int)? {
+        guard let statistics = try? capture?.statistics() else { return nil }
+        return (
+            Int(statistics.received),
+            Int(statistics.droppedByKernel) + Int(statistics.droppedByInterface) + Int(statistics.droppedByStream)
+        )
+    }
+
+    /// Closes everything; neighbour entries the shell set are removed.
+    public func stop() {
+        guard !stopped else { return }
+        stopped = true
+        if let statistics = try? capture?.statistics() {
+            logger.notice(
+                "capture statistics on \(name): received \(statistics.received), dropped by the kernel \(statistics.droppedByKernel), by the interface \(statistics.droppedByInterface), by the daemon \(statistics.droppedByStream)"
+            )
+        }
+        for source in sources { source.cancel() }
+        captureTask?.cancel()
+        capture?.close()
+        for socket in sockets { socket.close() }
+        for socket in mdnsSockets { socket.close() }
+        membership?.close()
+        for address in neighbourEntries { _ = try? neighbours?.remove(address) }
+        neighbours?.close()
+    }
+
+    // MARK: InterfaceEffects
+
+    public func sendReply(_ reply: RegistrationReply) throws {
+        guard let socket = sockets.first(where: { $0.family == Self.family(of: reply.destination.address) }) else {
+            return
+        }
+        try socket.send(
+            reply.bytes, to: reply.destination, scopeID: reply.destinationScopeID, from: reply.source.address,
+            interfaceIndex: index)
+    }
+
+    public func sendMDNS(_ transmission: MDNSTransmission) throws {
+        let family = Self.family(of: transmission.destination.address)
+        guard let socket = mdnsSockets.first(where: { $0.family == family }) else { return }
+        ownTransmissions.note(transmission.bytes)
+        try socket.send(
+            transmission.bytes, to: transmission.destination, scopeID: transmission.destinationScopeID,
+            from: transmission.source)
+    }
+
+    public func inject(_ frame: [UInt8]) throws {
+        try capture?.inject(frame)
+    }
+
+    public func watch(_ addresses: [IPAddress]) throws {
+        guard let capture else { return }
+        let filter = Self.filter(for: addresses)
+        guard filter != captureFilter else { return }
+        try capture.setFilter(filter)
+        captureFilter = filter
+    }
+
+    public func joinGroup(_ group: IPv6Address) throws {
+        _ = try membership?.join(group)
+    }
+
+    public func leaveGroup(_ group: IPv6Address) throws {
+        _ = try membership?.leave(group)
+    }
+
+    public func setNeighbour(_ address: IPAddress, mac: MACAddress) throws {
+        try neighbours?.set(address, mac: mac)
+        neighbourEntries.insert(address)
+    }
+
+    public func removeNeighbour(_ address: IPAddress) throws {
+        neighbourEntries.remove(address)
+        _ = try neighbours?.remove(address)
+    }
+
+    // MARK: The capture filter
+
+    /// The kernel filter: mDNS to us, all ARP, ICMPv6 with hop limit 255 (Neighbour Discovery), and IP to the
+    /// held addresses. Held addresses are listed one by one while few; with many, they are folded into the
+    /// narrowest prefixes that keep the program small (the kernel caps classic BPF at 4,096 instructions), so
+    /// that traffic to other addresses stays in the kernel. The core checks every packet exactly.
+    static func filter(for addresses: [IPAddress]) -> String {
+        var parts = ["udp dst port \(MulticastDNS.port)", "arp", "(icmp6 and ip6[7] = 255)"]
+        parts += destinationTerms(for: addresses, limit: 64)
+        return parts.joined(separator: " or ")
+    }
+
+    /// `dst host` or `dst net` terms covering `addresses` with at most `limit` terms.
+    public static func destinationTerms(for addresses: [IPAddress], limit: Int) -> [String] {
+        let v4 = addresses.compactMap { if case .v4(let a) = $0 { a } else { nil } }
+        let v6 = addresses.compactMap { if case .v6(let a) = $0 { a } else { nil } }
+        var terms: [String] = []
+        for length in [32, 28, 24, 20, 16, 8, 0] {
+            let prefixes = Set(v4.map { length == 0 ? 0 : $0.value & (UInt32.max << UInt32(32 - length)) })
+            if prefixes.count <= limit / 2 || length == 0 {
+                terms += prefixes.sorted().map { prefix in
+                    length == 32
+                        ? "dst host \(IPv4Address(value: prefix))" : "dst net \(IPv4Address(value: prefix))/\(length)"
+                }
+                break
+            }
+        }
+        if v4.isEmpty { terms.removeAll() }
+        var v6Terms: [String] = []
+        for length in [128, 120, 112, 104, 96, 80, 64, 48, 0] {
+            let prefixes = Set(
+                v6.map { address -> IPv6Address in
+                    if length >= 64 {
+                        let mask = length == 128 ? UInt64.max : UInt64.max << UInt64(128 - length)
+                        return IPv6Address(high: address.high, low: address.low & mask)
+                    }
+                    let mask = length == 0 ? 0 : UInt64.max << UInt64(64 - length)
+                    return IPv6Address(high: address.high & mask, low: 0)
+                })
+            if prefixes.count <= limit / 2 || length == 0 {
+                v6Terms = prefixes.sorted().map { prefix in
+                    length == 128 ? "dst host \(prefix)" : "dst net \(prefix)/\(length)"
+                }
+                break
+            }
+        }
+        if v6.isEmpty { v6Terms.removeAll() }
+        return terms + v6Terms
+    }
+
+    static func family(of address: IPAddress) -> DatagramSocket.Family {
+        switch address {
+        case .v4: .ipv4
+        case .v6: .ipv6
+        }
+    }
+}

@@ -1,0 +1,128 @@
+import LeaseStore
+import Logging
+import NetworkAddresses
+import SleepProxyCore
+import SleepProxyDaemon
+import Synchronization
+import Testing
+
+/// The rules of carrying out actions, without root: a recording store and recording interface effects.
+@Suite struct ActionPerformerTests {
+    /// What happened, in order, as the test reads it.
+    final class Journal: @unchecked Sendable {
+        var entries: [String] = []
+    }
+
+    final class RecordingStore: LeaseStoring, @unchecked Sendable {
+        let journal: Journal
+        var fails = false
+        init(journal: Journal) { self.journal = journal }
+        func apply(_ changes: [StoreChange]) throws {
+            if fails {
+                journal.entries.append("commit failed")
+                throw CommitFailure()
+            }
+            journal.entries.append("commit \(changes.count)")
+        }
+        func loadOwners() throws -> LoadedOwners { LoadedOwners(owners: [], problems: []) }
+    }
+
+    struct CommitFailure: Error {}
+    struct SendFailure: Error {}
+
+    final class RecordingEffects: InterfaceEffects {
+        let journal: Journal
+        let name: String
+        var failSends = false
+        init(journal: Journal, name: String) {
+            self.journal = journal
+            self.name = name
+        }
+        func sendReply(_ reply: RegistrationReply) throws { journal.entries.append("\(name) reply") }
+        func sendMDNS(_ transmission: MDNSTransmission) throws {
+            if failSends { throw SendFailure() }
+            journal.entries.append("\(name) mdns")
+        }
+        func inject(_ frame: [UInt8]) throws { journal.entries.append("\(name) inject \(frame.count)") }
+        func watch(_ addresses: [IPAddress]) throws {
+            journal.entries.append("\(name) watch \(addresses.map(\.description).joined(separator: ","))")
+        }
+        func joinGroup(_ group: IPv6Address) throws { journal.entries.append("\(name) join \(group)") }
+        func leaveGroup(_ group: IPv6Address) throws { journal.entries.append("\(name) leave \(group)") }
+        func setNeighbour(_ address: IPAddress, mac: MACAddress) throws {
+            journal.entries.append("\(name) neighbour \(address) \(mac)")
+        }
+        func removeNeighbour(_ address: IPAddress) throws { journal.entries.append("\(name) forget \(address)") }
+    }
+
+    let reply = RegistrationReply(
+        interface: "eth0", bytes: [1, 2, 3], destination: Endpoint(address: IPAddress("10.0.0.2")!, port: 5353),
+        destinationScopeID: 0, source: Endpoint(address: IPAddress("10.0.0.1")!, port: 5354))
+    let event = Event(time: UnixTime(nanoseconds: 0), kind: .registered, interface: "eth0", detail: "test")
+
+    func performer(_ journal: Journal, store: RecordingStore, effects: [String: RecordingEffects]) -> ActionPerformer {
+        ActionPerformer(
+            store: store, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
+            effects: { effects[$0.rawValue] },
+            onEvent: { journal.entries.append("event \($0.kind)") })
+    }
+
+    @Test func storeChangesAreCommittedBeforeAnythingElseAndTheReplyFollows() {
+        let journal = Journal()
+        let store = RecordingStore(journal: journal)
+        let eth0 = RecordingEffects(journal: journal, name: "eth0")
+        let actions: [Action] = [
+            .injectFrame("eth0", [0, 1]), .store(.appendEvent(event)), .reply(reply),
+            .store(.removeOwner(OwnerKey(interface: "eth0", primaryMAC: MACAddress(2, 0, 0, 0, 0, 1)))),
+        ]
+        #expect(performer(journal, store: store, effects: ["eth0": eth0]).perform(actions))
+        #expect(journal.entries == ["commit 2", "eth0 inject 2", "event registered", "eth0 reply"])
+    }
+
+    @Test func aFailedCommitWithholdsTheReplyAndTheEventButNotTheRest() {
+        let journal = Journal()
+        let store = RecordingStore(journal: journal)
+        store.fails = true
+        let eth0 = RecordingEffects(journal: journal, name: "eth0")
+        let actions: [Action] = [
+            .store(.appendEvent(event)), .reply(reply), .injectFrame("eth0", [9]),
+        ]
+        #expect(!performer(journal, store: store, effects: ["eth0": eth0]).perform(actions))
+        #expect(journal.entries == ["commit failed", "eth0 inject 1"])
+    }
+
+    @Test func eachActionGoesToItsOwnInterface() {
+        let journal = Journal()
+        let store = RecordingStore(journal: journal)
+        let effects = [
+            "eth0": RecordingEffects(journal: journal, name: "eth0"),
+            "vlan20": RecordingEffects(journal: journal, name: "vlan20"),
+        ]
+        let group = IPv6Address("ff02::1:ff00:1")!
+        let actions: [Action] = [
+            .joinMulticastGroup("vlan20", group), .proxiedAddressesChanged("eth0", [IPAddress("10.0.0.9")!]),
+            .setNeighbour("vlan20", IPAddress("10.1.0.9")!, MACAddress(2, 0, 0, 0, 0, 9)),
+            .injectFrame("eth9", [1]), .removeNeighbour("vlan20", IPAddress("10.1.0.9")!),
+            .leaveMulticastGroup("vlan20", group),
+        ]
+        #expect(performer(journal, store: store, effects: effects).perform(actions))
+        #expect(
+            journal.entries == [
+                "vlan20 join ff02::1:ff00:1", "eth0 watch 10.0.0.9", "vlan20 neighbour 10.1.0.9 02:00:00:00:00:09",
+                "vlan20 forget 10.1.0.9", "vlan20 leave ff02::1:ff00:1",
+            ])
+    }
+
+    @Test func aFailingSendDoesNotStopTheActionsAfterIt() {
+        let journal = Journal()
+        let store = RecordingStore(journal: journal)
+        let eth0 = RecordingEffects(journal: journal, name: "eth0")
+        eth0.failSends = true
+        let transmission = MDNSTransmission(
+            interface: "eth0", bytes: [0], destination: Endpoint(address: IPAddress("224.0.0.251")!, port: 5353),
+            destinationScopeID: 0, source: nil)
+        let actions: [Action] = [.sendMDNS(transmission), .injectFrame("eth0", [1, 2, 3])]
+        #expect(performer(journal, store: store, effects: ["eth0": eth0]).perform(actions))
+        #expect(journal.entries == ["eth0 inject 3"])
+    }
+}
