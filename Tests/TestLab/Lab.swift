@@ -156,6 +156,15 @@ public final class Lab: Sendable {
         try? FileManager.default.removeItem(atPath: workDirectory)
     }
 
+    /// Records a namespace made outside `build()`, so that teardown deletes it.
+    func adopt(namespace: String) {
+        state.withLock { $0.namespaces.append(namespace) }
+    }
+
+    static func withNamespaceLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+        try namespaceLock.withLock(body)
+    }
+
     // MARK: Hosts
 
     /// The host playing `role`.
@@ -315,7 +324,7 @@ public final class Lab: Sendable {
     }
 
     /// Writes `/proc/sys/<key>` for the calling thread's network namespace.
-    private static func writeSysctl(_ key: String, _ value: String) throws {
+    static func writeSysctl(_ key: String, _ value: String) throws {
         let path = "/proc/sys/" + key
         let fd = open(path, O_WRONLY | O_CLOEXEC)
         guard fd >= 0 else { throw LabError("cannot open \(path): \(String(cString: strerror(errno)))") }

@@ -14,7 +14,7 @@ public import SleepProxyControl
 ///
 /// Everything runs on the daemon's queue; writes never block it (a client that does not read is dropped once
 /// a megabyte is waiting for it).
-public final class ControlServer {
+public final class ControlServer: @unchecked Sendable {
     /// What the daemon does with a request: an answer, and whether the connection stays open to follow events.
     public typealias Handler = (ControlRequest, ControlConnection) -> ControlResponse?
 
@@ -201,7 +201,7 @@ public final class ControlServer {
 }
 
 /// One client of the control socket.
-public final class ControlConnection {
+public final class ControlConnection: @unchecked Sendable {
     enum Line {
         case complete([UInt8])
         case tooLong
@@ -221,6 +221,7 @@ public final class ControlConnection {
     private var writeSource: (any DispatchSourceWrite)?
     private var writeSuspended = true
     private var closeAfterWrite = false
+    private var drained = 0
     private var closed = false
     private var onClose: () -> Void = {}
     static let maximumPendingOutput = 1 << 20
@@ -262,8 +263,15 @@ public final class ControlConnection {
                 close()
                 return
             }
-            // A follower only reads to notice the client going; anything it sends is ignored.
-            if isFollowing || closeAfterWrite { continue }
+            // A follower only reads to notice the client going; anything it sends is ignored. After the last
+            // answer the rest of a request is read and dropped (closing with unread data would reset the
+            // connection and lose the answer), up to a limit.
+            if isFollowing { continue }
+            if closeAfterWrite {
+                drained += count
+                if drained > Self.maximumPendingOutput { close() }
+                continue
+            }
             input += buffer[0..<count]
             if let newline = input.firstIndex(of: 0x0A) {
                 let line = Array(input[..<newline])
@@ -289,11 +297,19 @@ public final class ControlConnection {
         flush()
     }
 
-    /// Sends the last response line, then closes.
+    /// Sends the last response line, then ends the connection: our side at once, the client's when it closes
+    /// (or after five seconds).
     func finish(with response: ControlResponse) {
         send(response)
         closeAfterWrite = true
-        if output.isEmpty { close() }
+        input = []
+        if output.isEmpty { shutdownWriting() }
+        queue.asyncAfter(deadline: .now() + .seconds(5)) { [weak self] in self?.close() }
+    }
+
+    private func shutdownWriting() {
+        guard !closed else { return }
+        shutdown(descriptor, Int32(SHUT_WR))
     }
 
     private func flush() {
@@ -313,7 +329,7 @@ public final class ControlConnection {
             close()
             return
         }
-        if output.isEmpty, closeAfterWrite { close() }
+        if output.isEmpty, closeAfterWrite { shutdownWriting() }
     }
 
     func close() {
