@@ -69,6 +69,8 @@ public struct Event: Hashable, Sendable {
         private enum Code: String, Hashable, Sendable {
             case registered, renewed, replaced, refused, expired, released, conflict, takeover, wake
             case wakeCancelled = "wake-cancelled"
+            case wakeIgnored = "wake-ignored"
+            case wouldWake = "would-wake"
         }
         private let code: Code
 
@@ -93,6 +95,18 @@ public struct Event: Hashable, Sendable {
         public static let wake = Kind(code: .wake)
         /// A wake was called off: the host registered again while it was being woken.
         public static let wakeCancelled = Kind(code: .wakeCancelled)
+        /// The wake policy kept traffic from waking a held host (`wake.ignore_sources`, `wake.never_wake`): the
+        /// detail names the trigger and the rule. At most one a minute per host and source address.
+        public static let wakeIgnored = Kind(code: .wakeIgnored)
+        /// A dry run (`wake.dry_run`): the host would have been woken, and no magic packet was sent. The detail is
+        /// what a `wake` event would say. At most one a minute per host for what traffic and conflicts decide.
+        public static let wouldWake = Kind(code: .wouldWake)
+
+        /// Every kind, for documentation and tests.
+        public static let all: [Kind] = [
+            .registered, .renewed, .replaced, .refused, .expired, .released, .conflict, .takeover, .wake,
+            .wakeCancelled, .wakeIgnored, .wouldWake,
+        ]
 
         public var identifier: String { code.rawValue }
 

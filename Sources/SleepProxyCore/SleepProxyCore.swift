@@ -186,6 +186,10 @@ public struct SleepProxyCore: Sendable {
         hostDeadline = earliest
     }
 
+    /// Ends the leases due by `now`. Apple's proxy wakes a host whose lease ends (PROTOCOL.md section 3.7); the
+    /// wake policy may keep it from that: a `neverWake` host, or any host in a dry run (after a `would-wake`
+    /// event), is dropped at once as expired, with goodbyes, since nothing is held past its lease. A host already
+    /// being woken as a whole keeps its wake.
     mutating func expire(now: UnixTime) -> [Action] {
         var actions: [Action] = []
         var expired: [OwnerKey] = []
@@ -197,13 +201,33 @@ public struct SleepProxyCore: Sendable {
             expiries[first.key] = nil
             expired.append(first.key)
         }
+        let policy = configuration.wakePolicy
         for key in expired.sorted() {
+            guard let host = hosts[key] else { continue }
+            let count = host.owner.records.count
+            if !host.isWakingWhole, policy.neverWakes(host.owner) {
+                let name = Self.displayName(of: host.owner)
+                actions += drop(
+                    key,
+                    reason: .expiredUnwoken(
+                        "lease ended; \(name) is in wake.never_wake, so it is not woken: \(count) records dropped"),
+                    now: now)
+                continue
+            }
+            if !host.isWakingWhole, policy.dryRun {
+                actions += wouldWake(key, now: now, reason: "lease expired", limited: false)
+                actions += drop(
+                    key,
+                    reason: .expiredUnwoken(
+                        "lease ended; wake.dry_run is on, so it is not woken: \(count) records dropped"),
+                    now: now)
+                continue
+            }
             let event = Event(
                 time: now, kind: .expired, interface: key.interface, owner: key.primaryMAC,
                 detail: "lease ended; waking the host so that it registers again")
             actions += [.store(.appendEvent(event)), .log(.notice, "expired \(key): \(event.detail)")]
-            // Apple's proxy always wakes a host whose lease ends (PROTOCOL.md section 3.7).
-            actions += startWake(key, now: now, reason: "lease expired")
+            actions += startWake(key, now: now, reason: "lease expired", limited: false)
         }
         return actions
     }

@@ -28,6 +28,14 @@ enum WakeScope: Hashable, Sendable {
     }
 }
 
+extension DropReason {
+    /// The lease ended and the wake policy kept the host from being woken (`wake.never_wake`, `wake.dry_run`):
+    /// the records go at once, with goodbyes, as they would after the unanswered wake.
+    static func expiredUnwoken(_ detail: String) -> DropReason {
+        DropReason(kind: .expired, detail: detail, goodbyes: true, level: .notice)
+    }
+}
+
 enum WakeTiming {
     static let interval: Duration = .seconds(2)
     /// Apple's proxy sends up to 15 rounds (`WakeupCount` 18 less 3 goodbyes), about 30 s.
@@ -37,6 +45,77 @@ enum WakeTiming {
     static let goodbyes = 3
 }
 
+/// What the wake policy last recorded for one held host, so that a source that keeps knocking (a monitoring box
+/// polling every 10 s) cannot flood the event history: at most one `wake-ignored` event a minute per source
+/// address, and one `would-wake` event a minute for what traffic and conflicts decide. It is bounded (a few dozen
+/// addresses per host; the rest share one allowance) and goes with the host.
+struct WakePolicyMemory: Hashable, Sendable {
+    static let interval: Duration = .seconds(60)
+    /// Source addresses remembered one by one; beyond them, the others share one allowance.
+    static let sourceLimit = 32
+
+    private var ignoredAt: [IPAddress: UnixTime] = [:]
+    private var othersIgnoredAt: UnixTime?
+    private var wouldWakeAt: UnixTime?
+
+    /// Whether a minute has passed since `last` (or the clock went back past it).
+    private static func isDue(_ last: UnixTime?, now: UnixTime) -> Bool {
+        guard let last else { return true }
+        return now < last || now - last >= interval
+    }
+
+    /// Whether a `wake-ignored` event for traffic from `address` is to be recorded now; if so, it counts.
+    mutating func recordIgnored(from address: IPAddress, now: UnixTime) -> Bool {
+        if let last = ignoredAt[address] {
+            guard Self.isDue(last, now: now) else { return false }
+            ignoredAt[address] = now
+            return true
+        }
+        if ignoredAt.count >= Self.sourceLimit {
+            ignoredAt = ignoredAt.filter { !Self.isDue($0.value, now: now) }
+        }
+        if ignoredAt.count < Self.sourceLimit {
+            ignoredAt[address] = now
+            return true
+        }
+        guard Self.isDue(othersIgnoredAt, now: now) else { return false }
+        othersIgnoredAt = now
+        return true
+    }
+
+    /// Whether a `would-wake` event is to be recorded now; if so, it counts. One that is not `limited` (the
+    /// administrator's request, the lease's end) is always recorded.
+    mutating func recordWouldWake(now: UnixTime, limited: Bool) -> Bool {
+        guard !limited || Self.isDue(wouldWakeAt, now: now) else { return false }
+        wouldWakeAt = now
+        return true
+    }
+}
+
+/// A packet's verdict under the protocol's rules (and the policy's extra ports): what would wake its host, or why
+/// nothing would.
+private enum TriggerVerdict {
+    case wake(reason: String, source: Endpoint)
+    case none([Action])
+}
+
+extension WakePolicy {
+    /// The first ignored prefix `address` is in, if any.
+    func ignoredPrefix(containing address: IPAddress) -> Link.Prefix? {
+        ignoredSources.first { address.sharesPrefix(with: $0.address, length: $0.length) }
+    }
+
+    /// Whether `owner` is never to be woken by traffic or by the end of its lease.
+    func neverWakes(_ owner: Owner) -> Bool {
+        neverWake.contains { $0.matches(owner) }
+    }
+
+    /// Whether `port` is one of the extra wake ports the policy gives `owner`.
+    func hasExtraPort(_ port: Port, for owner: Owner) -> Bool {
+        extraPorts.contains { $0.ports.contains(port) && $0.host.matches(owner) }
+    }
+}
+
 extension SleepProxyCore {
     // MARK: Triggers
 
@@ -44,6 +123,10 @@ extension SleepProxyCore {
     /// services, anything but RST or a lone FIN to ssh when it offers ssh, UDP to a port of one of its `_udp`
     /// services, and the IPsec and Apple Remote Desktop special cases. Never ICMP, never a port it did not
     /// register (PROTOCOL.md section 3.5). The packet is only observed.
+    ///
+    /// The administrator's wake policy comes after those rules, in this order: a port in `extraPorts` counts as a
+    /// registered service of the hosts it names; traffic from `ignoredSources` and to `neverWake` hosts wakes no
+    /// one (a `wake-ignored` event says why); in a dry run, what would wake is only recorded (`startWake`).
     mutating func checkWakeTrigger(_ frame: EthernetFrame, link: Link, now: UnixTime) -> [Action] {
         let destination: IPAddress
         let source: IPAddress
@@ -70,56 +153,112 @@ extension SleepProxyCore {
         guard let key = holder(of: destination, on: link.name), let host = hosts[key], !host.isWakingWhole else {
             return []
         }
-        let owner = host.owner
+        switch verdict(on: transport, from: source, to: destination, of: host.owner) {
+        case .none(let actions):
+            return actions
+        case .wake(let reason, let from):
+            return trafficWake(key, reason: reason, source: from, now: now)
+        }
+    }
+
+    /// The protocol's rules for one packet to a held address of `owner`.
+    private func verdict(
+        on transport: IPPayload, from source: IPAddress, to destination: IPAddress, of owner: Owner
+    ) -> TriggerVerdict {
+        let key = owner.key
         switch transport {
         case .tcp(let tcp):
             let from = Endpoint(address: source, port: tcp.sourcePort)
             let flags = tcp.flags
-            guard !flags.contains(.rst) else { return [] }
-            let service = serviceName(of: owner, port: tcp.destinationPort, transport: "_tcp")
+            guard !flags.contains(.rst) else { return .none([]) }
+            let service = wakeService(of: owner, port: tcp.destinationPort, transport: .tcp)
             if flags.contains(.syn), let service {
-                return startWake(
-                    key, now: now,
+                return .wake(
                     reason: "TCP SYN from \(from) to \(destination) port \(tcp.destinationPort) (\(service))",
                     source: from)
             }
             // ssh: any segment that is not a lone FIN (a reconnecting client's data or ACK).
             if tcp.destinationPort == 22, !(flags.contains(.fin) && !flags.contains(.syn)), let service {
-                return startWake(
-                    key, now: now, reason: "TCP to ssh from \(from) to \(destination) port 22 (\(service))",
-                    source: from)
+                return .wake(
+                    reason: "TCP to ssh from \(from) to \(destination) port 22 (\(service))", source: from)
             }
             if flags.contains(.syn) {
-                return [
+                return .none([
                     .log(.debug, "\(key): SYN from \(from) to port \(tcp.destinationPort): no service there, no wake")
-                ]
+                ])
             }
-            return []
+            return .none([])
         case .udp(let udp):
             let from = Endpoint(address: source, port: udp.sourcePort)
-            let service = serviceName(of: owner, port: udp.destinationPort, transport: "_udp")
+            let service = wakeService(of: owner, port: udp.destinationPort, transport: .udp)
             // Apple Remote Desktop: consoles poll UDP 3283 all the time; only ARD's own wake datagram wakes, and
             // only a host that offers ARD (mDNS.c `mDNSCoreReceiveRawTransportPacket`).
             if udp.destinationPort == Self.remoteDesktopPort {
                 guard Self.isRemoteDesktopWake(udp.payload), let service else {
-                    return [.log(.debug, "\(key): UDP from \(from) to port 3283 is not a Remote Desktop wake; no wake")]
+                    return .none([
+                        .log(.debug, "\(key): UDP from \(from) to port 3283 is not a Remote Desktop wake; no wake")
+                    ])
                 }
-                return startWake(
-                    key, now: now, reason: "Apple Remote Desktop wake from \(from) (\(service))", source: from)
+                return .wake(reason: "Apple Remote Desktop wake from \(from) (\(service))", source: from)
             }
             if let service {
-                return startWake(
-                    key, now: now,
+                return .wake(
                     reason: "UDP from \(from) to \(destination) port \(udp.destinationPort) (\(service))",
                     source: from)
             }
             if udp.destinationPort == 4500, Self.isIPsecWake(udp.payload) {
-                return startWake(key, now: now, reason: "IPsec (UDP 4500) from \(from)", source: from)
+                return .wake(reason: "IPsec (UDP 4500) from \(from)", source: from)
             }
-            return []
+            return .none([])
         default:
-            return []
+            return .none([])
         }
+    }
+
+    /// What makes `port` a wake port of `owner`: the instance name of its service there, or `wake.extra_ports`
+    /// when the policy adds the port for it. Nil when neither.
+    func wakeService(of owner: Owner, port: UInt16, transport: WakePolicy.Port.Transport) -> String? {
+        if let name = serviceName(of: owner, port: port, transport: "_\(transport.rawValue)") {
+            return name.description
+        }
+        let policy = configuration.wakePolicy
+        guard !policy.extraPorts.isEmpty, policy.hasExtraPort(WakePolicy.Port(transport, port), for: owner) else {
+            return nil
+        }
+        return "wake.extra_ports"
+    }
+
+    /// Traffic that would wake a host under the protocol's rules: the policy may still keep it from waking
+    /// (ignored sources, then never-wake hosts), and a dry run only records it.
+    mutating func trafficWake(_ key: OwnerKey, reason: String, source: Endpoint, now: UnixTime) -> [Action] {
+        guard let owner = hosts[key]?.owner else { return [] }
+        let policy = configuration.wakePolicy
+        if let prefix = policy.ignoredPrefix(containing: source.address) {
+            return ignoreWake(
+                key, detail: "\(reason): source \(prefix) is in wake.ignore_sources", source: source, now: now)
+        }
+        if policy.neverWakes(owner) {
+            return ignoreWake(
+                key, detail: "\(reason): \(Self.displayName(of: owner)) is in wake.never_wake", source: source,
+                now: now)
+        }
+        return startWake(key, now: now, reason: reason, source: source)
+    }
+
+    /// Records that the policy kept `source` from waking a host, at most once a minute per host and source address.
+    mutating func ignoreWake(_ key: OwnerKey, detail: String, source: Endpoint, now: UnixTime) -> [Action] {
+        guard hosts[key]?.policyMemory.recordIgnored(from: source.address, now: now) == true else {
+            return [.log(.debug, "not waking \(key): \(detail) (recorded less than a minute ago)")]
+        }
+        let event = Event(
+            time: now, kind: .wakeIgnored, interface: key.interface, owner: key.primaryMAC, source: source,
+            detail: detail)
+        return [.store(.appendEvent(event)), .log(.info, "not waking \(key): \(detail)")]
+    }
+
+    /// How events name a host: its first host name (`imac.local`), or its key when it registered none.
+    static func displayName(of owner: Owner) -> String {
+        owner.hostNames.first ?? owner.key.description
     }
 
     static let remoteDesktopPort: UInt16 = 3283
@@ -155,27 +294,34 @@ extension SleepProxyCore {
     // MARK: The wake sequence
 
     /// Asks to wake an owner (an administrator's request goes through here too). One sequence per owner at a
-    /// time, however many triggers arrive.
+    /// time, however many triggers arrive. An explicit request wakes a `neverWake` host too; in a dry run
+    /// (`WakePolicy.dryRun`, which holds for every wake, asked for or not) it only records a `would-wake` event.
     public mutating func requestWake(_ key: OwnerKey, now: UnixTime, reason: String) -> [Action] {
         guard hosts[key] != nil else { return [.log(.warning, "wake \(key): not held")] }
-        return startWake(key, now: now, reason: reason)
+        return startWake(key, now: now, reason: reason, limited: false)
     }
 
     /// Starts a wake, or widens one in progress: a wake for some records becomes one for the whole host when a
-    /// connection or the lease's end asks for it.
+    /// connection or the lease's end asks for it. In a dry run, records a `would-wake` event instead, and the host
+    /// stays held and answered; when `limited` (traffic and conflicts), at most one such event a minute per host.
     mutating func startWake(
-        _ key: OwnerKey, now: UnixTime, reason: String, source: Endpoint? = nil, scope: WakeScope = .host
+        _ key: OwnerKey, now: UnixTime, reason: String, source: Endpoint? = nil, scope: WakeScope = .host,
+        limited: Bool = true
     ) -> [Action] {
         guard let host = hosts[key] else { return [] }
+        if let wake = host.wake, wake.scope.merged(with: scope) == wake.scope {
+            return [.log(.debug, "\(key): already waking; \(reason)")]
+        }
+        if configuration.wakePolicy.dryRun {
+            return wouldWake(key, now: now, reason: reason, source: source, limited: limited)
+        }
         var actions: [Action] = []
         if let wake = host.wake {
-            let widened = wake.scope.merged(with: scope)
-            guard widened != wake.scope else { return [.log(.debug, "\(key): already waking; \(reason)")] }
             var updated = wake
-            updated.scope = widened
+            updated.scope = wake.scope.merged(with: scope)
             updated.reason = reason
             hosts[key]?.state = .waking(updated)
-            if widened == .host {
+            if updated.scope == .host {
                 // From now on the host's addresses are no longer claimed; IPv6 peers are sent back to it.
                 actions += releaseNeighbourAdvertisements(of: host.owner)
             }
@@ -190,17 +336,40 @@ extension SleepProxyCore {
         return actions
     }
 
+    /// Records, in a dry run, that a host would have been woken: the detail is what the `wake` event would say.
+    mutating func wouldWake(
+        _ key: OwnerKey, now: UnixTime, reason: String, source: Endpoint? = nil, limited: Bool
+    ) -> [Action] {
+        guard hosts[key]?.policyMemory.recordWouldWake(now: now, limited: limited) == true else {
+            return [.log(.debug, "would wake \(key) (wake.dry_run): \(reason); recorded less than a minute ago")]
+        }
+        let event = Event(
+            time: now, kind: .wouldWake, interface: key.interface, owner: key.primaryMAC, source: source,
+            detail: reason)
+        return [
+            .store(.appendEvent(event)),
+            .log(.notice, "would wake \(key) (wake.dry_run, no magic packet sent): \(reason)"),
+        ]
+    }
+
     /// When the proxy stops for good and is set to wake every held host (as Apple's proxy does when its service is
-    /// switched off), one round of magic packets for each, now: the shell exits right after.
+    /// switched off), one round of magic packets for each, now: the shell exits right after. In a dry run, a
+    /// `would-wake` event for each instead.
     public mutating func wakeEveryone(now: UnixTime, reason: String) -> [Action] {
         var actions: [Action] = []
+        let dryRun = configuration.wakePolicy.dryRun
         for key in hosts.keys.sorted() {
             guard let host = hosts[key], let link = links[key.interface] else { continue }
             let event = Event(
-                time: now, kind: .wake, interface: key.interface, owner: key.primaryMAC, detail: reason)
-            actions += [.store(.appendEvent(event))] + wakeRound(0, owner: host.owner, link: link)
+                time: now, kind: dryRun ? .wouldWake : .wake, interface: key.interface, owner: key.primaryMAC,
+                detail: reason)
+            actions.append(.store(.appendEvent(event)))
+            if !dryRun { actions += wakeRound(0, owner: host.owner, link: link) }
         }
-        if !actions.isEmpty { actions.append(.log(.notice, "woke \(hosts.count) held hosts: \(reason)")) }
+        if !actions.isEmpty {
+            let verb = dryRun ? "would have woken (wake.dry_run, no magic packet sent)" : "woke"
+            actions.append(.log(.notice, "\(verb) \(hosts.count) held hosts: \(reason)"))
+        }
         return actions
     }
 
