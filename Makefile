@@ -1,9 +1,12 @@
 # sleepproxy: one entry point for building, running and testing.
 #
 #   sudo make run     install what is missing, build, run the daemon on the default route's interface
-#   sudo make test    formatter lint, warning-free build, every test (lab tests need root), short fuzz runs
+#   sudo make test    formatter lint, unit check, warning-free build, every test (lab tests need root), install
+#                     check, short fuzz runs
 #   make bench        benchmarks (release build), printing `figure: value` lines
 #   make fuzz         long fuzz runs (FUZZ_SECONDS each, default 3600)
+#   sudo make install    release build; daemon, CLI, systemd unit, sysusers file, sample config, completions
+#   sudo make uninstall  removes what install put there, except the config file and the state directory
 
 SWIFT ?= swift
 FUZZ_SECONDS ?= 3600
@@ -12,7 +15,31 @@ SHORT_FUZZ_SECONDS ?= 60
 INTERFACE ?= $(shell ip -o route show default 2>/dev/null | awk '{print $$5; exit}')
 STATE_DIR ?= $(CURDIR)/.state
 
-.PHONY: all deps build lint format test unit-test fuzz-short fuzz bench run clean
+# Installation. DESTDIR stages into another root (packaging, the install check); systemd is then left alone.
+PREFIX ?= /usr/local
+DESTDIR ?=
+# The builds of install: the configuration, and flags. The Swift runtime and Foundation are linked in statically so
+# that the installed programs do not depend on where (or whether) the toolchain stays installed.
+BUILD_CONFIGURATION ?= release
+SWIFT_BUILD_FLAGS ?= --static-swift-stdlib
+BINDIR = $(PREFIX)/bin
+SBINDIR = $(PREFIX)/sbin
+DATADIR = $(PREFIX)/share
+DOCDIR = $(DATADIR)/doc/sleepproxy
+# Not under PREFIX: the unit's ConfigurationDirectory= is /etc/sleepproxy whatever the prefix, and /etc/systemd/system
+# is where units of software installed under /usr/local belong (the distribution owns /lib/systemd/system).
+CONFDIR = /etc/sleepproxy
+UNITDIR = /etc/systemd/system
+SYSUSERSDIR = /etc/sysusers.d
+# Where bash-completion, zsh (Debian's fpath) and fish look under /usr/local/share.
+BASH_COMPLETIONDIR = $(DATADIR)/bash-completion/completions
+ZSH_COMPLETIONDIR = $(DATADIR)/zsh/site-functions
+FISH_COMPLETIONDIR = $(DATADIR)/fish/vendor_completions.d
+# systemd runs as the service manager (sd_booted(3)'s test).
+SYSTEMD_RUNNING = test -d /run/systemd/system
+
+.PHONY: all deps build lint format test unit-test unit-check install-check fuzz-short fuzz bench run clean \
+	release install uninstall
 
 all: build
 
@@ -32,10 +59,18 @@ format:
 unit-test: build
 	$(SWIFT) test --skip-build
 
+# The systemd unit: systemd-analyze verify and security (figure: systemd-analyze security: N.N), sysusers.
+unit-check:
+	@scripts/check-unit.sh
+
+# make install into a temporary DESTDIR from the debug build that unit-test made, then make uninstall.
+install-check: build
+	@scripts/check-install.sh
+
 fuzz-short: deps
 	Fuzz/run.sh $(SHORT_FUZZ_SECONDS)
 
-test: lint unit-test fuzz-short
+test: lint unit-check unit-test install-check fuzz-short
 
 fuzz: deps
 	Fuzz/run.sh $(FUZZ_SECONDS)
@@ -53,3 +88,59 @@ run: deps
 
 clean:
 	rm -rf .build .state
+
+# Builds what install copies. Only the packages building needs (not the lab's mDNS tools).
+release:
+	@scripts/install-deps.sh
+	$(SWIFT) build -c $(BUILD_CONFIGURATION) $(SWIFT_BUILD_FLAGS) --product sleepproxyd
+	$(SWIFT) build -c $(BUILD_CONFIGURATION) $(SWIFT_BUILD_FLAGS) --product sleepproxyctl
+
+install: release
+	@test -f Config/sleepproxy.toml || { echo "install: Config/sleepproxy.toml is missing"; exit 1; }
+	$(eval BIN_PATH := $(shell $(SWIFT) build -c $(BUILD_CONFIGURATION) $(SWIFT_BUILD_FLAGS) --show-bin-path))
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
+		$(DESTDIR)$(CONFDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(BASH_COMPLETIONDIR) $(DESTDIR)$(ZSH_COMPLETIONDIR) \
+		$(DESTDIR)$(FISH_COMPLETIONDIR)
+	install -m 0755 $(BIN_PATH)/sleepproxyd $(DESTDIR)$(SBINDIR)/sleepproxyd
+	install -m 0755 $(BIN_PATH)/sleepproxyctl $(DESTDIR)$(BINDIR)/sleepproxyctl
+	sed -e 's|/usr/local/sbin/sleepproxyd|$(SBINDIR)/sleepproxyd|' \
+		-e 's|/usr/local/share/doc/sleepproxy|$(DOCDIR)|' systemd/sleepproxyd.service >$(DESTDIR)$(UNITDIR)/sleepproxyd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/sleepproxyd.service
+	install -m 0644 systemd/sleepproxy.sysusers $(DESTDIR)$(SYSUSERSDIR)/sleepproxy.conf
+	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	@# The sample configuration only where there is none: an existing file is never overwritten.
+	@if [ -e $(DESTDIR)$(CONFDIR)/sleepproxy.toml ]; then \
+		echo "install: kept the existing $(DESTDIR)$(CONFDIR)/sleepproxy.toml (the sample is Config/sleepproxy.toml)"; \
+	else \
+		echo "install -m 0644 Config/sleepproxy.toml $(DESTDIR)$(CONFDIR)/sleepproxy.toml"; \
+		install -m 0644 Config/sleepproxy.toml $(DESTDIR)$(CONFDIR)/sleepproxy.toml; \
+	fi
+	$(BIN_PATH)/sleepproxyctl --generate-completion-script bash >$(DESTDIR)$(BASH_COMPLETIONDIR)/sleepproxyctl
+	$(BIN_PATH)/sleepproxyctl --generate-completion-script zsh >$(DESTDIR)$(ZSH_COMPLETIONDIR)/_sleepproxyctl
+	$(BIN_PATH)/sleepproxyctl --generate-completion-script fish >$(DESTDIR)$(FISH_COMPLETIONDIR)/sleepproxyctl.fish
+	chmod 0644 $(DESTDIR)$(BASH_COMPLETIONDIR)/sleepproxyctl $(DESTDIR)$(ZSH_COMPLETIONDIR)/_sleepproxyctl \
+		$(DESTDIR)$(FISH_COMPLETIONDIR)/sleepproxyctl.fish
+	@# On this machine (no DESTDIR): create the sleepproxy user and group now rather than at the next boot, and
+	@# let a running systemd see the new unit.
+	@if [ -z "$(DESTDIR)" ]; then \
+		if command -v systemd-sysusers >/dev/null; then \
+			echo "systemd-sysusers $(SYSUSERSDIR)/sleepproxy.conf"; systemd-sysusers $(SYSUSERSDIR)/sleepproxy.conf; \
+		fi; \
+		if $(SYSTEMD_RUNNING); then echo "systemctl daemon-reload"; systemctl daemon-reload; fi; \
+		echo "install: done. Start it with: systemctl enable --now sleepproxyd"; \
+		echo "install: let a user run sleepproxyctl: usermod -aG sleepproxy USER (then log in again)"; \
+	fi
+
+uninstall:
+	@if [ -z "$(DESTDIR)" ] && $(SYSTEMD_RUNNING); then \
+		echo "systemctl disable --now sleepproxyd.service"; systemctl disable --now sleepproxyd.service || true; \
+	fi
+	rm -f $(DESTDIR)$(SBINDIR)/sleepproxyd $(DESTDIR)$(BINDIR)/sleepproxyctl \
+		$(DESTDIR)$(UNITDIR)/sleepproxyd.service $(DESTDIR)$(SYSUSERSDIR)/sleepproxy.conf \
+		$(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(BASH_COMPLETIONDIR)/sleepproxyctl \
+		$(DESTDIR)$(ZSH_COMPLETIONDIR)/_sleepproxyctl $(DESTDIR)$(FISH_COMPLETIONDIR)/sleepproxyctl.fish
+	@rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null || true
+	@if [ -z "$(DESTDIR)" ] && $(SYSTEMD_RUNNING); then echo "systemctl daemon-reload"; systemctl daemon-reload; fi
+	@echo "uninstall: kept the configuration $(DESTDIR)$(CONFDIR)/sleepproxy.toml and the lease store" \
+		"/var/lib/sleepproxy (/var/lib/private/sleepproxy under the unit); remove them by hand when no longer wanted."
+	@echo "uninstall: kept the sleepproxy user and group (userdel sleepproxy removes both)."

@@ -12,6 +12,7 @@ packages=(
     iputils-ping     # lab tests: reachability
     netcat-openbsd   # lab tests: TCP SYNs
     python3          # fuzz corpus seeding; UDP clients in lab tests
+    systemd          # systemd-analyze, systemd-sysusers: the unit check (systemd need not be PID 1)
 )
 
 missing=()
