@@ -165,3 +165,35 @@ public struct WakePolicy: Hashable, Sendable {
         self.extraPorts = extraPorts
     }
 }
+
+extension Link.Prefix {
+    /// `192.168.1.0/24`, `fd00::/64`, or a bare address (a /32 or /128).
+    public init?(_ text: String) {
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count <= 2, let address = IPAddress(parts[0]) else { return nil }
+        let full: Int
+        switch address {
+        case .v4: full = 32
+        case .v6: full = 128
+        }
+        var length = full
+        if parts.count == 2 {
+            guard let number = Int(parts[1]), (0...full).contains(number), parts[1].allSatisfy(\.isASCII) else {
+                return nil
+            }
+            length = number
+        }
+        self.init(address: address, length: length)
+    }
+}
+
+extension WakePolicy.Port {
+    /// `tcp/32400` or `udp/9`.
+    public init?(_ text: String) {
+        let parts = text.lowercased().split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, let transport = Transport(rawValue: String(parts[0])),
+            let number = UInt16(parts[1]), number > 0
+        else { return nil }
+        self.init(transport, number)
+    }
+}

@@ -94,6 +94,8 @@ public final class Daemon: @unchecked Sendable {
     public var reloadConfiguration: (@Sendable () throws -> DaemonConfiguration)?
     /// Told how the daemon is doing: "ready", "reloading", "stopping", and a one-line status.
     public var lifecycleObserver: (@Sendable (LifecycleEvent) -> Void)?
+    /// How often `lifecycleObserver` hears `.watchdog`, from the daemon's queue; nil never (no watchdog).
+    public var watchdogInterval: Duration?
 
     /// What the service manager hears.
     public enum LifecycleEvent: Sendable, Equatable {
@@ -257,11 +259,18 @@ public final class Daemon: @unchecked Sendable {
             }
             refresh.activate()
             sources.append(refresh)
-            let watchdog = DispatchSource.makeTimerSource(queue: queue)
-            watchdog.schedule(deadline: .now() + .seconds(5), repeating: .seconds(5))
-            watchdog.setEventHandler { [weak self] in self?.lifecycleObserver?(.watchdog) }
-            watchdog.activate()
-            sources.append(watchdog)
+            if let interval = watchdogInterval, interval > .zero {
+                // From the queue that does all the work: a stuck queue stops the pings.
+                let nanoseconds =
+                    Int(interval.components.seconds) * 1_000_000_000
+                    + Int(interval.components.attoseconds / 1_000_000_000)
+                let watchdog = DispatchSource.makeTimerSource(queue: queue)
+                watchdog.schedule(
+                    deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(nanoseconds))
+                watchdog.setEventHandler { [weak self] in self?.lifecycleObserver?(.watchdog) }
+                watchdog.activate()
+                sources.append(watchdog)
+            }
             scheduleExpiry()
             lifecycleObserver?(.ready(status: statusLine))
         }

@@ -1,5 +1,6 @@
 import CNetSupport
 public import Logging
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -8,14 +9,39 @@ public import Logging
 /// Writes log lines to standard error. Under systemd (when `JOURNAL_STREAM` is set) each line starts with the
 /// `<N>` syslog priority that journald reads; elsewhere with a UTC time and the level in words.
 public struct StderrLogHandler: LogHandler {
-    public var logLevel: Logger.Level
+    /// The level every handler made with it logs at; a reload changes it for all at once.
+    public final class SharedLevel: Sendable {
+        private let storage: Atomic<Int>
+
+        public init(_ level: Logger.Level) {
+            storage = Atomic(Self.levels.firstIndex(of: level) ?? 2)
+        }
+
+        private static let levels = Logger.Level.allCases
+
+        public var level: Logger.Level {
+            get { Self.levels[storage.load(ordering: .relaxed)] }
+            set { storage.store(Self.levels.firstIndex(of: newValue) ?? 2, ordering: .relaxed) }
+        }
+    }
+
+    private let sharedLevel: SharedLevel
+    public var logLevel: Logger.Level {
+        get { sharedLevel.level }
+        set { sharedLevel.level = newValue }
+    }
     public var metadata: Logger.Metadata = [:]
     private let label: String
     private let journal: Bool
 
     public init(label: String, level: Logger.Level = .info) {
+        self.init(label: label, sharedLevel: SharedLevel(level))
+    }
+
+    /// A handler whose level is `sharedLevel`'s, now and after every change.
+    public init(label: String, sharedLevel: SharedLevel) {
         self.label = label
-        self.logLevel = level
+        self.sharedLevel = sharedLevel
         journal = getenv("JOURNAL_STREAM") != nil
     }
 

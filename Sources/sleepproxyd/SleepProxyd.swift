@@ -2,6 +2,7 @@ import ArgumentParser
 import Logging
 import SleepProxyCore
 import SleepProxyDaemon
+import TOMLKit
 
 #if canImport(Glibc)
     import Glibc
@@ -12,115 +13,180 @@ struct SleepProxyd: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sleepproxyd",
         abstract: "Bonjour Sleep Proxy server: holds the mDNS records of sleeping hosts and wakes them on demand.",
+        discussion: """
+            Settings come from the config file (every key optional; a missing file means the defaults), and the \
+            options below override it. SIGHUP reads the file again without dropping held hosts. \
+            `sleepproxyd --check-config` prints the configuration that would run. Config/sleepproxy.toml in the \
+            sources lists every key with its default.
+            """,
         version: SleepProxyVersion.string
     )
 
-    @Option(name: .long, help: "The network interface to serve (e.g. eth0).")
-    var interface: String
+    @Option(name: .long, help: "The config file (TOML); a missing file means the defaults.")
+    var config: String = Settings.defaultConfigPath
 
-    @Option(name: .long, help: "Where the lease store lives; created if missing.")
-    var stateDir: String
+    @Flag(name: .long, help: "Check the config file and the options, print the configuration in force, and exit.")
+    var checkConfig = false
 
-    @Option(name: .long, help: "UDP port for registrations (clients learn it from the SRV record).")
-    var registrationPort: UInt16 = DaemonConfiguration.defaultRegistrationPort
+    @Option(
+        name: .customLong("interface"),
+        help: "An interface to serve (e.g. eth0); repeat for several. Replaces the file's interfaces.")
+    var interfaces: [String] = []
 
-    @Option(name: .long, help: "The longest lease granted, in seconds (at most 86400).")
-    var maximumLease: UInt32 = 86_400
+    @Option(name: .long, help: "Where the lease store lives; created if missing. (state_directory)")
+    var stateDir: String?
 
-    @Option(name: .long, help: "Records all sleeping hosts together may hold.")
-    var maximumRecords: Int = 10_000
+    @Option(name: .long, help: "UDP port for registrations (clients learn it from the SRV record). (registration_port)")
+    var registrationPort: Int?
 
-    @Option(name: .long, help: "Records one sleeping host may hold.")
-    var maximumRecordsPerHost: Int = 1_000
+    @Option(name: .long, help: "The longest lease granted, in seconds (at most 86400). (limits.maximum_lease)")
+    var maximumLease: Int?
+
+    @Option(name: .long, help: "Records all sleeping hosts together may hold. (limits.maximum_records)")
+    var maximumRecords: Int?
+
+    @Option(name: .long, help: "Records one sleeping host may hold. (limits.maximum_records_per_host)")
+    var maximumRecordsPerHost: Int?
 
     @Option(
         name: .long,
         help:
-            "The numbers clients rank sleep proxies by, AA-BB-CC-DD[.F] (intent, portability, marginal and total power; lower is better)."
+            "The numbers clients rank sleep proxies by, AA-BB-CC-DD[.F]: intent, portability, marginal and total power; lower is preferred. (advertisement.metrics)"
     )
-    var advertiseMetrics: String = "20-30-50-73"
+    var advertiseMetrics: String?
 
-    @Option(name: .long, help: "The name shown after the numbers (default: this host's name).")
+    @Option(name: .long, help: "The name shown after the numbers (default: this host's name). (advertisement.name)")
     var advertiseName: String?
 
-    @Option(name: .long, help: "The host name the proxy's SRV record points at (default: HOSTNAME-sleepproxy).")
+    @Option(
+        name: .long,
+        help: "The host name the proxy's SRV record points at (default: HOSTNAME-sleepproxy). (advertisement.host_name)"
+    )
     var advertiseHostName: String?
 
-    @Flag(name: .long, help: "Do not advertise the proxy under _sleep-proxy._udp.")
+    @Flag(name: .long, help: "Do not advertise the proxy under _sleep-proxy._udp. (advertisement.enabled = false)")
     var noAdvertise = false
 
-    @Flag(name: .long, help: "On a clean stop, wake every held host instead of keeping the leases for the next start.")
+    @Flag(
+        name: .long,
+        help:
+            "On a clean stop, wake every held host instead of keeping the leases for the next start. (wake_all_on_exit)"
+    )
     var wakeAllOnExit = false
 
-    @Option(name: .long, help: "The control socket sleepproxyctl talks to.")
-    var controlSocket: String = "/run/sleepproxy/control.sock"
+    @Flag(name: .long, help: "Log and record what would wake whom, but send no magic packet. (wake.dry_run)")
+    var dryRun = false
 
-    @Option(name: .long, help: "Log level: debug, info, notice, warning or error.")
-    var logLevel: String = "info"
+    @Option(name: .long, help: "The control socket sleepproxyctl talks to; \"\" opens none. (control.socket)")
+    var controlSocket: String?
+
+    @Option(name: .long, help: "The group that owns the control socket, by name or number. (control.group)")
+    var controlGroup: String?
+
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error or critical. (log_level)")
+    var logLevel: String?
+
+    /// The options given, as the config file's keys, with the option each came from.
+    func overrides() -> [(key: [String], option: String, value: any TOMLValueConvertible)] {
+        var overrides: [(key: [String], option: String, value: any TOMLValueConvertible)] = []
+        func add(_ key: [String], _ option: String, _ value: (any TOMLValueConvertible)?) {
+            if let value { overrides.append((key, option, value)) }
+        }
+        add(["interfaces"], "--interface", interfaces.isEmpty ? nil : interfaces)
+        add(["state_directory"], "--state-dir", stateDir)
+        add(["registration_port"], "--registration-port", registrationPort)
+        add(["limits", "maximum_lease"], "--maximum-lease", maximumLease)
+        add(["limits", "maximum_records"], "--maximum-records", maximumRecords)
+        add(["limits", "maximum_records_per_host"], "--maximum-records-per-host", maximumRecordsPerHost)
+        add(["advertisement", "metrics"], "--advertise-metrics", advertiseMetrics)
+        add(["advertisement", "name"], "--advertise-name", advertiseName)
+        add(["advertisement", "host_name"], "--advertise-host-name", advertiseHostName)
+        add(["advertisement", "enabled"], "--no-advertise", noAdvertise ? false : nil)
+        add(["wake_all_on_exit"], "--wake-all-on-exit", wakeAllOnExit ? true : nil)
+        add(["wake", "dry_run"], "--dry-run", dryRun ? true : nil)
+        add(["control", "socket"], "--control-socket", controlSocket)
+        add(["control", "group"], "--control-group", controlGroup)
+        add(["log_level"], "--log-level", logLevel)
+        return overrides
+    }
+
+    /// The defaults, then the file, then the options. Throws a `ConfigError` naming the file and line, or the
+    /// option, and what is allowed.
+    func settings() throws(ConfigError) -> (settings: Settings, fileFound: Bool) {
+        var settings = Settings(environment: Settings.processEnvironment())
+        let found = try ConfigFile.load(path: config, onto: &settings)
+        for override in overrides() {
+            do {
+                settings = try ConfigFile.apply(override.value, at: override.key, onto: settings)
+            } catch {
+                throw ConfigError(key: override.option, error.message)
+            }
+        }
+        return (settings, found)
+    }
 
     func validate() throws {
-        guard registrationPort != 0 else { throw ValidationError("--registration-port must not be 0") }
-        guard maximumLease > 0, maximumLease <= CoreConfiguration.leaseCeiling else {
-            throw ValidationError("--maximum-lease must be between 1 and \(CoreConfiguration.leaseCeiling) seconds")
-        }
-        guard maximumRecords > 0, maximumRecordsPerHost > 0 else {
-            throw ValidationError("--maximum-records and --maximum-records-per-host must be positive")
-        }
-        _ = try advertisement()
-        guard Logger.Level(rawValue: logLevel) != nil else {
-            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
-        }
-    }
-
-    /// The advertisement from the options; throws a `ValidationError` naming what is wrong.
-    func advertisement() throws -> AdvertisementConfiguration? {
-        guard !noAdvertise else { return nil }
-        let usage = "--advertise-metrics must look like 20-30-50-73 or 20-30-50-73.1, not \(advertiseMetrics)"
-        let parts = advertiseMetrics.split(separator: ".", omittingEmptySubsequences: false)
-        let numbers = parts[0].split(separator: "-", omittingEmptySubsequences: false).compactMap { Int($0) }
-        guard parts.count <= 2, numbers.count == 4, parts[0].split(separator: "-").count == 4 else {
-            throw ValidationError(usage)
-        }
-        var features: Int?
-        if parts.count == 2 {
-            guard let digit = Int(parts[1]) else { throw ValidationError(usage) }
-            features = digit
-        }
-        let host = Self.systemHostName()
-        let configuration = AdvertisementConfiguration(
-            intent: numbers[0], portability: numbers[1], marginalPower: numbers[2], totalPower: numbers[3],
-            features: features, name: advertiseName ?? host, hostName: advertiseHostName ?? "\(host)-sleepproxy")
+        // Usage errors exit with 64 before anything starts; the rest is checked where the file is read.
         do {
-            try configuration.validate()
+            _ = try settings()
         } catch {
-            throw ValidationError(error.description)
+            if error.file == nil { throw ValidationError(error.description) }
         }
-        return configuration
-    }
-
-    static func systemHostName() -> String {
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count) == 0 else { return "linux" }
-        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return String(name.split(separator: ".").first ?? "linux")
     }
 
     func run() throws {
-        let level = Logger.Level(rawValue: logLevel) ?? .info
-        let logger = Logger(label: "sleepproxyd") { StderrLogHandler(label: $0, level: level) }
-        var configuration = DaemonConfiguration(
-            interfaces: [interface], stateDirectory: stateDir, registrationPort: registrationPort,
-            core: CoreConfiguration(
-                maximumLease: maximumLease, maximumRecordsPerOwner: maximumRecordsPerHost,
-                maximumRecordsTotal: maximumRecords),
-            advertisement: try advertisement(), controlSocket: controlSocket)
-        configuration.wakeAllOnExit = wakeAllOnExit
+        let context = SettingsContext.system()
+        let loaded: (settings: Settings, fileFound: Bool)
+        let configuration: DaemonConfiguration
+        do {
+            loaded = try settings()
+            configuration = try loaded.settings.daemonConfiguration(context: context)
+        } catch {
+            printError("sleepproxyd: \(error)")
+            throw ExitCode(1)
+        }
+        let source = loaded.fileFound ? config : "\(config) (not found: the defaults)"
+        if checkConfig {
+            print(
+                "# sleepproxyd \(SleepProxyVersion.string): the configuration in force, from \(source) and the options")
+            print(loaded.settings.toml(context: context), terminator: "")
+            return
+        }
+
+        let level = StderrLogHandler.SharedLevel(loaded.settings.logLevel)
+        let logger = Logger(label: "sleepproxyd") { StderrLogHandler(label: $0, sharedLevel: level) }
+        logger.info("configuration from \(source)")
+        for line in loaded.settings.logLines() { logger.info("\(line)") }
+        let notifier = SystemdNotifier()
         do {
             let daemon = try Daemon(configuration: configuration, logger: logger)
+            daemon.reloadConfiguration = { [self] in
+                let reloaded = try settings()
+                let next = try reloaded.settings.daemonConfiguration(context: SettingsContext.system())
+                if reloaded.settings.logLevel != level.level {
+                    logger.notice("reload: log level \(reloaded.settings.logLevel)")
+                    level.level = reloaded.settings.logLevel
+                }
+                return next
+            }
+            daemon.watchdogInterval = notifier.watchdogInterval
+            daemon.lifecycleObserver = { event in
+                do {
+                    try notifier.notify(event)
+                } catch {
+                    logger.warning("cannot tell systemd: \(error)")
+                }
+            }
             daemon.run()
         } catch {
             logger.critical("cannot start: \(error)")
+            _ = try? notifier.status("cannot start: \(error)")
             throw ExitCode(1)
         }
+    }
+
+    private func printError(_ text: String) {
+        var bytes = Array((text + "\n").utf8)
+        _ = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
     }
 }

@@ -49,6 +49,14 @@ public final class ControlServer: @unchecked Sendable {
                 description: "control socket \(path): another sleepproxyd is listening there; stop it first")
         }
         unlink(path)
+        // Without systemd's RuntimeDirectory= the directory may not exist yet (/run is a tmpfs): make it, open to
+        // the socket's group only.
+        if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
+            let directory = String(path[..<slash])
+            if access(directory, F_OK) != 0, mkdir(directory, 0o750) == 0, let group, group != getegid() {
+                _ = chown(directory, uid_t.max, group)
+            }
+        }
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else {
             throw DaemonError(description: "control socket \(path): socket: \(String(cString: strerror(errno)))")
@@ -62,7 +70,9 @@ public final class ControlServer: @unchecked Sendable {
             close(descriptor)
             throw DaemonError(description: "control socket \(path): bind: \(reason)")
         }
-        if let group, chown(path, uid_t.max, group) != 0 {
+        // A socket is created with the process's group already; chown only to change it (the systemd unit's
+        // system call filter refuses chown, and needs none with the default group).
+        if let group, group != getegid(), chown(path, uid_t.max, group) != 0 {
             let reason = String(cString: strerror(errno))
             close(descriptor)
             unlink(path)

@@ -1,0 +1,244 @@
+import NetworkAddresses
+public import TOMLKit
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A configuration problem: the file and line where known, the key, and what is allowed.
+public struct ConfigError: Error, Equatable, CustomStringConvertible {
+    public var file: String?
+    public var line: Int?
+    /// The key as written in the file, with its table: `registration_port`, `limits.maximum_lease`.
+    public var key: String?
+    public var message: String
+
+    public init(file: String? = nil, line: Int? = nil, key: String? = nil, _ message: String) {
+        self.file = file
+        self.line = line
+        self.key = key
+        self.message = message
+    }
+
+    /// `/etc/sleepproxy/sleepproxy.toml:3: registration_port: expected ...`: the form editors and compilers use.
+    public var description: String {
+        var text = ""
+        if let file { text += line.map { "\(file):\($0): " } ?? "\(file): " }
+        if let key { text += "\(key): " }
+        return text + message
+    }
+}
+
+/// Reads the TOML config file onto `Settings`. Every key is optional; an unknown key, a value of the wrong type
+/// or out of range is an error naming the file, the line, the key and what is allowed.
+public enum ConfigFile {
+    /// Reads `path` onto `settings`. A missing file leaves the settings as they are and returns false.
+    public static func load(path: String, onto settings: inout Settings) throws(ConfigError) -> Bool {
+        let text: String
+        switch readText(path) {
+        case .success(let contents): text = contents
+        case .failure(let error) where error.code == ENOENT: return false
+        case .failure(let error): throw ConfigError(file: path, "cannot read the config file: \(error)")
+        }
+        settings = try parse(text, path: path, onto: settings)
+        return true
+    }
+
+    /// The settings `text` describes on top of `base`.
+    public static func parse(_ text: String, path: String, onto base: Settings) throws(ConfigError) -> Settings {
+        let table: TOMLTable
+        do {
+            table = try TOMLTable(string: text)
+        } catch let error as TOMLParseError {
+            throw ConfigError(
+                file: path, line: error.source.begin.line,
+                "not valid TOML (column \(error.source.begin.column)): \(error.description)")
+        } catch {
+            throw ConfigError(file: path, "not valid TOML: \(error)")
+        }
+        var reader = Reader(path: path, lines: KeyLines(text))
+        var settings = base
+        try reader.read(table, schema: Schema.root, at: [], into: &settings)
+        return settings
+    }
+
+    /// `settings` with one key set to `value`, checked as the file's key is: for command-line options.
+    public static func apply(
+        _ value: any TOMLValueConvertible, at key: [String], onto settings: Settings
+    ) throws(ConfigError) -> Settings {
+        var schema = Schema.root
+        var settings = settings
+        for (index, name) in key.enumerated() {
+            switch schema[name] {
+            case .table(let inner) where index < key.count - 1:
+                schema = inner
+            case .value(let apply) where index == key.count - 1:
+                do {
+                    try apply(value, &settings)
+                } catch let problem {
+                    throw ConfigError(key: key.joined(separator: "."), problem.message)
+                }
+                return settings
+            default:
+                break
+            }
+        }
+        throw ConfigError(key: key.joined(separator: "."), "not a key of the configuration")
+    }
+
+    private struct Reader {
+        let path: String
+        let lines: KeyLines
+
+        func error(_ key: [String], _ message: String) -> ConfigError {
+            ConfigError(file: path, line: lines.line(of: key), key: key.joined(separator: "."), message)
+        }
+
+        mutating func read(
+            _ table: TOMLTable, schema: [String: Schema.Entry], at path: [String], into settings: inout Settings
+        ) throws(ConfigError) {
+            // In the order of the file, so that the first problem reported is the first one written.
+            let keys = table.keys.sorted {
+                (lines.line(of: path + [$0]) ?? .max, $0) < (lines.line(of: path + [$1]) ?? .max, $1)
+            }
+            for key in keys {
+                let keyPath = path + [key]
+                guard let value = table[key] else { continue }
+                guard let entry = schema[key] else {
+                    let known = schema.keys.sorted().joined(separator: ", ")
+                    let place = path.isEmpty ? "at the top level" : "in [\(path.joined(separator: "."))]"
+                    var message = "unknown key \(place); known keys: \(known)"
+                    if let close = Schema.closest(to: key, among: Array(schema.keys)) {
+                        message += " (did you mean \(close)?)"
+                    }
+                    throw error(keyPath, message)
+                }
+                switch entry {
+                case .table(let inner):
+                    guard let nested = value.table else {
+                        throw error(
+                            keyPath, "expected a table ([\(keyPath.joined(separator: "."))]), found \(describe(value))")
+                    }
+                    try read(nested, schema: inner, at: keyPath, into: &settings)
+                case .value(let apply):
+                    do {
+                        try apply(value, &settings)
+                    } catch let problem {
+                        throw error(keyPath, problem.message)
+                    }
+                case .hostTable(let apply):
+                    guard let nested = value.table else {
+                        throw error(keyPath, "expected a table of host = [ports], found \(describe(value))")
+                    }
+                    for host in nested.keys {
+                        guard let ports = nested[host] else { continue }
+                        do {
+                            try apply(host, ports, &settings)
+                        } catch let problem {
+                            throw error(keyPath + [host], problem.message)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads a whole file, or the errno that stopped it.
+    static func readText(_ path: String) -> Result<String, SystemCallError> {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return .failure(SystemCallError("open \(path)")) }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return .failure(SystemCallError("read \(path)"))
+            }
+            if count == 0 { break }
+            bytes += buffer[0..<count]
+            if bytes.count > 1 << 20 {
+                return .failure(SystemCallError("read \(path)", code: EFBIG))
+            }
+        }
+        return .success(String(decoding: bytes, as: UTF8.self))
+    }
+}
+
+/// How a TOML value reads in a message: `the string "high"`, `the integer 70000`.
+func describe(_ value: any TOMLValueConvertible) -> String {
+    switch value.type {
+    case .string: "the string \"\(value.string ?? "")\""
+    case .int: "the integer \(value.int ?? 0)"
+    case .bool: "\(value.bool ?? false)"
+    case .double: "the number \(value.double ?? 0)"
+    case .array: "an array"
+    case .table: "a table"
+    case .date, .time, .dateTime: "a date or time"
+    }
+}
+
+/// The first line each key appears on, from a plain scan of the text: TOMLKit parses values but keeps no
+/// positions. Table headers (`[wake]`, `[wake.extra_ports]`), dotted keys and quoted keys are understood.
+struct KeyLines {
+    private var lines: [[String]: Int] = [:]
+
+    init(_ text: String) {
+        var table: [String] = []
+        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.drop { $0 == " " || $0 == "\t" }
+            if line.hasPrefix("[") {
+                let inner = line.drop { $0 == "[" }.prefix { $0 != "]" }
+                table = Self.keyPath(String(inner))
+                record(table, index + 1)
+            } else if let equals = line.firstIndex(of: "="), !line.hasPrefix("#") {
+                let path = table + Self.keyPath(String(line[..<equals]))
+                record(path, index + 1)
+            }
+        }
+    }
+
+    private mutating func record(_ path: [String], _ line: Int) {
+        for length in 1...max(path.count, 1) where length <= path.count {
+            let prefix = Array(path.prefix(length))
+            if lines[prefix] == nil { lines[prefix] = line }
+        }
+    }
+
+    /// `a.b`, `"a b".c`, `'x'`: the keys of a dotted key.
+    static func keyPath(_ text: String) -> [String] {
+        var keys: [String] = []
+        var current = ""
+        var quote: Character?
+        for character in text {
+            if let open = quote {
+                if character == open { quote = nil } else { current.append(character) }
+            } else if character == "\"" || character == "'" {
+                quote = character
+            } else if character == "." {
+                keys.append(current.trimmingSpaces())
+                current = ""
+            } else {
+                current.append(character)
+            }
+        }
+        keys.append(current.trimmingSpaces())
+        return keys
+    }
+
+    func line(of path: [String]) -> Int? {
+        var path = path
+        while !path.isEmpty {
+            if let line = lines[path] { return line }
+            path.removeLast()
+        }
+        return nil
+    }
+}
+
+extension String {
+    fileprivate func trimmingSpaces() -> String {
+        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+    }
+}

@@ -1,0 +1,242 @@
+import Logging
+import NetworkAddresses
+import SleepProxyCore
+import TOMLKit
+
+/// Why a value was refused, without the file and key (the reader adds those).
+struct Problem: Error {
+    var message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// The keys of the config file and how each is read. `Config/sleepproxy.toml` documents the same keys; a test
+/// checks that the two agree.
+enum Schema {
+    enum Entry: Sendable {
+        case value(@Sendable (any TOMLValueConvertible, inout Settings) throws(Problem) -> Void)
+        case table([String: Entry])
+        /// A table whose keys are hosts (a MAC or a name), each with a value.
+        case hostTable(@Sendable (String, any TOMLValueConvertible, inout Settings) throws(Problem) -> Void)
+    }
+
+    static let logLevels = Logger.Level.allCases.map(\.rawValue)
+
+    static let root: [String: Entry] = [
+        "interfaces": .value { value, settings throws(Problem) in
+            let names = try strings(value, "an array of interface names, such as [\"eth0\", \"eth0.20\"]")
+            for name in names {
+                guard !name.isEmpty, name.utf8.count <= 15, !name.contains("/"),
+                    !name.contains(where: { $0 == " " || $0 == "\t" || $0 == ":" })
+                else {
+                    throw Problem(
+                        "\"\(name)\" is not an interface name (1 to 15 bytes, no spaces, slashes or colons)")
+                }
+            }
+            if let duplicate = duplicate(in: names) { throw Problem("\"\(duplicate)\" is listed twice") }
+            settings.interfaces = names
+        },
+        "state_directory": .value { value, settings throws(Problem) in
+            settings.stateDirectory = try absolutePath(value, allowEmpty: false)
+        },
+        "registration_port": .value { value, settings throws(Problem) in
+            settings.registrationPort = UInt16(try integer(value, in: 1...65_535))
+        },
+        "log_level": .value { value, settings throws(Problem) in
+            let text = try string(value, "one of \(logLevels.joined(separator: ", "))")
+            guard let level = Logger.Level(rawValue: text) else {
+                throw Problem("expected one of \(logLevels.joined(separator: ", ")), found \"\(text)\"")
+            }
+            settings.logLevel = level
+        },
+        "wake_all_on_exit": .value { value, settings throws(Problem) in
+            settings.wakeAllOnExit = try boolean(value)
+        },
+        "advertisement": .table([
+            "enabled": .value { value, settings throws(Problem) in settings.advertise = try boolean(value) },
+            "metrics": .value { value, settings throws(Problem) in
+                let allowed =
+                    "\"AA-BB-CC-DD\" or \"AA-BB-CC-DD.F\", two digits from 10 to 99 each, such as \"20-30-50-73\""
+                let text = try string(value, allowed)
+                guard let metrics = Settings.Metrics(text) else {
+                    throw Problem("expected \(allowed), found \"\(text)\"")
+                }
+                try validate(metrics)
+                settings.metrics = metrics
+            },
+            "name": .value { value, settings throws(Problem) in
+                let text = try string(value, "a name, or \"\" for this host's name")
+                guard text.utf8.count <= 50 else {
+                    throw Problem("at most 50 bytes (the numbers and the name share one 63-byte label)")
+                }
+                settings.advertisedName = text
+            },
+            "host_name": .value { value, settings throws(Problem) in
+                let text = try string(value, "one DNS label, or \"\" for <this host>-sleepproxy")
+                guard text.utf8.count <= 63, !text.contains(".") else {
+                    throw Problem(
+                        "expected one DNS label (at most 63 bytes, no dots; .local is added), found \"\(text)\"")
+                }
+                settings.advertisedHostName = text
+            },
+        ]),
+        "limits": .table([
+            "maximum_lease": .value { value, settings throws(Problem) in
+                settings.maximumLease = UInt32(try integer(value, in: 1...Int(CoreConfiguration.leaseCeiling)))
+            },
+            "maximum_records_per_host": .value { value, settings throws(Problem) in
+                settings.maximumRecordsPerHost = try integer(value, in: 1...100_000)
+            },
+            "maximum_records": .value { value, settings throws(Problem) in
+                settings.maximumRecords = try integer(value, in: 1...1_000_000)
+            },
+            "event_history": .value { value, settings throws(Problem) in
+                settings.eventHistory = try integer(value, in: 1...1_000_000)
+            },
+            "maximum_batch": .value { value, settings throws(Problem) in
+                settings.maximumBatch = try integer(value, in: 1...4_096)
+            },
+        ]),
+        "control": .table([
+            "socket": .value { value, settings throws(Problem) in
+                let path = try absolutePath(value, allowEmpty: true)
+                // sockaddr_un.sun_path holds 108 bytes with the terminating zero.
+                guard path.utf8.count <= 107 else { throw Problem("a socket path is at most 107 bytes") }
+                settings.controlSocket = path
+            },
+            "group": .value { value, settings throws(Problem) in
+                if let number = value.int {
+                    guard (0...Int(UInt32.max - 1)).contains(number) else { throw Problem("not a group number") }
+                    settings.controlGroup = String(number)
+                } else {
+                    settings.controlGroup = try string(value, "a group name or number, or \"\" for the daemon's group")
+                }
+            },
+        ]),
+        "wake": .table([
+            "dry_run": .value { value, settings throws(Problem) in settings.dryRun = try boolean(value) },
+            "ignore_sources": .value { value, settings throws(Problem) in
+                let allowed = "an array of addresses or networks, such as [\"192.168.1.50\", \"fd00:1::/64\"]"
+                var prefixes: [Link.Prefix] = []
+                for text in try strings(value, allowed) {
+                    guard let prefix = Link.Prefix(text) else {
+                        throw Problem("\"\(text)\" is not an address or network; expected \(allowed)")
+                    }
+                    prefixes.append(prefix)
+                }
+                settings.ignoreSources = prefixes
+            },
+            "never_wake": .value { value, settings throws(Problem) in
+                let allowed = "an array of host names or MACs, such as [\"imac\", \"aa:bb:cc:dd:ee:ff\"]"
+                var hosts: [WakePolicy.HostMatch] = []
+                for text in try strings(value, allowed) {
+                    guard let host = WakePolicy.HostMatch(parsing: text) else {
+                        throw Problem("\"\(text)\" is not a host name or MAC")
+                    }
+                    hosts.append(host)
+                }
+                settings.neverWake = hosts
+            },
+            "extra_ports": .hostTable { host, value, settings throws(Problem) in
+                guard let match = WakePolicy.HostMatch(parsing: host) else {
+                    throw Problem("\"\(host)\" is not a host name or MAC")
+                }
+                let allowed = "an array of ports such as [\"tcp/32400\", \"udp/9\"] (a bare number is TCP)"
+                guard let array = value.array else { throw Problem("expected \(allowed), found \(describe(value))") }
+                var ports: [WakePolicy.Port] = []
+                for element in array {
+                    if let number = element.int {
+                        guard (1...65_535).contains(number) else {
+                            throw Problem("port \(number) is out of range; expected 1 to 65535")
+                        }
+                        ports.append(WakePolicy.Port(.tcp, UInt16(number)))
+                    } else if let text = element.string, let port = WakePolicy.Port(text) {
+                        ports.append(port)
+                    } else {
+                        throw Problem("expected \(allowed), found \(describe(element))")
+                    }
+                }
+                guard !ports.isEmpty else { throw Problem("expected \(allowed), found an empty array") }
+                settings.extraPorts.append(WakePolicy.ExtraPorts(host: match, ports: ports))
+            },
+        ]),
+    ]
+
+    // MARK: Value readers
+
+    static func integer(_ value: any TOMLValueConvertible, in range: ClosedRange<Int>) throws(Problem) -> Int {
+        let allowed = "an integer from \(range.lowerBound) to \(range.upperBound)"
+        guard let number = value.int else { throw Problem("expected \(allowed), found \(describe(value))") }
+        guard range.contains(number) else { throw Problem("expected \(allowed), found \(number)") }
+        return number
+    }
+
+    static func boolean(_ value: any TOMLValueConvertible) throws(Problem) -> Bool {
+        guard let flag = value.bool else { throw Problem("expected true or false, found \(describe(value))") }
+        return flag
+    }
+
+    static func string(_ value: any TOMLValueConvertible, _ allowed: String) throws(Problem) -> String {
+        guard let text = value.string else { throw Problem("expected \(allowed), found \(describe(value))") }
+        return text
+    }
+
+    static func strings(_ value: any TOMLValueConvertible, _ allowed: String) throws(Problem) -> [String] {
+        guard let array = value.array else { throw Problem("expected \(allowed), found \(describe(value))") }
+        var texts: [String] = []
+        for element in array {
+            guard let text = element.string else {
+                throw Problem("expected \(allowed); \(describe(element)) is not a string")
+            }
+            texts.append(text)
+        }
+        return texts
+    }
+
+    static func absolutePath(_ value: any TOMLValueConvertible, allowEmpty: Bool) throws(Problem) -> String {
+        let allowed = allowEmpty ? "an absolute path, or \"\" for none" : "an absolute path"
+        let path = try string(value, allowed)
+        guard path.hasPrefix("/") || (allowEmpty && path.isEmpty) else {
+            throw Problem("expected \(allowed), found \"\(path)\"")
+        }
+        return path
+    }
+
+    static func validate(_ metrics: Settings.Metrics) throws(Problem) {
+        let probe = AdvertisementConfiguration(
+            intent: metrics.intent, portability: metrics.portability, marginalPower: metrics.marginalPower,
+            totalPower: metrics.totalPower, features: metrics.features, name: "x", hostName: "x")
+        do {
+            try probe.validate()
+        } catch {
+            throw Problem(error.description)
+        }
+    }
+
+    static func duplicate(in names: [String]) -> String? {
+        var seen: Set<String> = []
+        for name in names where !seen.insert(name).inserted { return name }
+        return nil
+    }
+
+    /// The known key nearest to `key` by edit distance, when it is a likely typo (at most two edits).
+    static func closest(to key: String, among known: [String]) -> String? {
+        let scored = known.map { ($0, distance(key, $0)) }.filter { $0.1 <= 2 }
+        return scored.min { $0.1 < $1.1 || ($0.1 == $1.1 && $0.0 < $1.0) }?.0
+    }
+
+    static func distance(_ a: String, _ b: String) -> Int {
+        let a = Array(a)
+        let b = Array(b)
+        guard !a.isEmpty else { return b.count }
+        guard !b.isEmpty else { return a.count }
+        var previous = Array(0...b.count)
+        for i in 1...a.count {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in 1...b.count {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
+    }
+}

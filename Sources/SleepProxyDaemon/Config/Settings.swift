@@ -1,0 +1,220 @@
+public import Logging
+import NetworkAddresses
+import SleepProxyControl
+public import SleepProxyCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Everything an administrator can set, with its value in force: the defaults, then the config file, then the
+/// command line (`ConfigFile`, `sleepproxyd`). `Config/sleepproxy.toml` documents each key; the names here follow
+/// the file's keys.
+public struct Settings: Equatable, Sendable {
+    /// The numbers of the advertised name, `AA-BB-CC-DD[.F]` (PROTOCOL.md section 1): lower is preferred.
+    public struct Metrics: Equatable, Sendable, CustomStringConvertible {
+        public var intent: Int
+        public var portability: Int
+        public var marginalPower: Int
+        public var totalPower: Int
+        /// The feature digit; nil writes none.
+        public var features: Int?
+
+        public static let standard = Metrics(intent: 20, portability: 30, marginalPower: 50, totalPower: 73)
+
+        public init(intent: Int, portability: Int, marginalPower: Int, totalPower: Int, features: Int? = nil) {
+            self.intent = intent
+            self.portability = portability
+            self.marginalPower = marginalPower
+            self.totalPower = totalPower
+            self.features = features
+        }
+
+        /// `20-30-50-73` or `20-30-50-73.1`; nil for anything else. The ranges are checked by `validate`.
+        public init?(_ text: String) {
+            let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count <= 2 else { return nil }
+            let fields = parts[0].split(separator: "-", omittingEmptySubsequences: false)
+            guard fields.count == 4, fields.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isASCII) }) else {
+                return nil
+            }
+            let numbers = fields.compactMap { Int($0) }
+            guard numbers.count == 4 else { return nil }
+            var features: Int?
+            if parts.count == 2 {
+                guard parts[1].count == 1, let digit = Int(parts[1]) else { return nil }
+                features = digit
+            }
+            self.init(
+                intent: numbers[0], portability: numbers[1], marginalPower: numbers[2], totalPower: numbers[3],
+                features: features)
+        }
+
+        public var description: String {
+            let numbers = [intent, portability, marginalPower, totalPower].map { String($0) }.joined(separator: "-")
+            return features.map { "\(numbers).\($0)" } ?? numbers
+        }
+    }
+
+    /// The interfaces served; empty serves the interface of the IPv4 default route.
+    public var interfaces: [String] = []
+    /// Where the lease store lives.
+    public var stateDirectory: String
+    public var registrationPort: UInt16 = DaemonConfiguration.defaultRegistrationPort
+    public var logLevel: Logger.Level = .info
+    public var wakeAllOnExit = false
+
+    // [advertisement]
+    public var advertise = true
+    public var metrics = Metrics.standard
+    /// The name after the numbers; empty is this host's name.
+    public var advertisedName = ""
+    /// The host name the proxy's SRV record points at; empty is `<this host's name>-sleepproxy`.
+    public var advertisedHostName = ""
+
+    // [limits]
+    public var maximumLease: UInt32 = CoreConfiguration.leaseCeiling
+    public var maximumRecordsPerHost = 1_000
+    public var maximumRecords = 10_000
+    public var eventHistory = 10_000
+    public var maximumBatch = 256
+
+    // [control]
+    /// The control socket's path; empty opens none.
+    public var controlSocket: String
+    /// The group that owns the control socket, by name or number; empty keeps the daemon's group.
+    public var controlGroup = ""
+
+    // [wake]
+    public var dryRun = false
+    public var ignoreSources: [Link.Prefix] = []
+    public var neverWake: [WakePolicy.HostMatch] = []
+    public var extraPorts: [WakePolicy.ExtraPorts] = []
+
+    /// The default state directory when systemd gives none.
+    public static let defaultStateDirectory = "/var/lib/sleepproxy"
+    /// Where `sleepproxyd` reads its configuration unless `--config` says otherwise.
+    public static let defaultConfigPath = "/etc/sleepproxy/sleepproxy.toml"
+
+    /// The defaults. Under systemd, `StateDirectory=` and `RuntimeDirectory=` reach the daemon as
+    /// `$STATE_DIRECTORY` and `$RUNTIME_DIRECTORY`, and the defaults follow them.
+    public init(environment: [String: String] = [:]) {
+        func first(_ variable: String) -> String? {
+            // systemd joins several directories with colons; the first is the one named first in the unit.
+            guard let value = environment[variable], let path = value.split(separator: ":").first else { return nil }
+            return String(path)
+        }
+        stateDirectory = first("STATE_DIRECTORY") ?? Self.defaultStateDirectory
+        controlSocket =
+            first("RUNTIME_DIRECTORY").map { $0 + "/control.sock" } ?? ControlProtocol.defaultSocketPath
+    }
+
+    /// The process's environment, as `init(environment:)` reads it.
+    public static func processEnvironment() -> [String: String] {
+        var environment: [String: String] = [:]
+        for variable in ["STATE_DIRECTORY", "RUNTIME_DIRECTORY"] {
+            if let value = getenv(variable) { environment[variable] = String(cString: value) }
+        }
+        return environment
+    }
+
+    /// The wake policy these settings describe.
+    public var wakePolicy: WakePolicy {
+        WakePolicy(dryRun: dryRun, ignoredSources: ignoreSources, neverWake: neverWake, extraPorts: extraPorts)
+    }
+}
+
+/// What resolving settings needs from the machine; tests give their own.
+public struct SettingsContext: Sendable {
+    /// This host's name, the first label only.
+    public var hostName: String
+    /// The interface of the IPv4 default route, if there is one.
+    public var defaultRouteInterface: String?
+    /// A group's number from its name; nil if there is no such group.
+    public var groupID: @Sendable (String) -> UInt32?
+
+    public init(
+        hostName: String, defaultRouteInterface: String?, groupID: @escaping @Sendable (String) -> UInt32?
+    ) {
+        self.hostName = hostName
+        self.defaultRouteInterface = defaultRouteInterface
+        self.groupID = groupID
+    }
+
+    /// This machine.
+    public static func system() -> SettingsContext {
+        SettingsContext(
+            hostName: systemHostName(), defaultRouteInterface: defaultRouteInterface(),
+            groupID: { name in
+                guard let entry = getgrnam(name) else { return nil }
+                return entry.pointee.gr_gid
+            })
+    }
+
+    static func systemHostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count) == 0 else { return "linux" }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return String(name.split(separator: ".").first ?? "linux")
+    }
+
+    /// The interface of the first IPv4 default route in `/proc/net/route` (destination and mask 0).
+    static func defaultRouteInterface() -> String? {
+        guard case .success(let text) = ConfigFile.readText("/proc/net/route") else { return nil }
+        for line in text.split(separator: "\n").dropFirst() {
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            if fields.count > 7, fields[1] == "00000000", fields[7] == "00000000" { return String(fields[0]) }
+        }
+        return nil
+    }
+}
+
+extension Settings {
+    /// The daemon's configuration from these settings; throws when something the file cannot check alone is
+    /// wrong (no interface at all, an unknown group, numbers clients would ignore).
+    public func daemonConfiguration(context: SettingsContext) throws(ConfigError) -> DaemonConfiguration {
+        var served = interfaces
+        if served.isEmpty {
+            guard let interface = context.defaultRouteInterface else {
+                throw ConfigError(
+                    key: "interfaces",
+                    "no interface to serve and no default route to take one from: set interfaces or give --interface"
+                )
+            }
+            served = [interface]
+        }
+        var group: UInt32?
+        if !controlGroup.isEmpty {
+            if let number = UInt32(controlGroup) {
+                group = number
+            } else if let number = context.groupID(controlGroup) {
+                group = number
+            } else {
+                throw ConfigError(key: "control.group", "there is no group named \"\(controlGroup)\" on this host")
+            }
+        }
+        var advertisement: AdvertisementConfiguration?
+        if advertise {
+            let name = advertisedName.isEmpty ? context.hostName : advertisedName
+            let hostName = advertisedHostName.isEmpty ? "\(context.hostName)-sleepproxy" : advertisedHostName
+            let configuration = AdvertisementConfiguration(
+                intent: metrics.intent, portability: metrics.portability, marginalPower: metrics.marginalPower,
+                totalPower: metrics.totalPower, features: metrics.features, name: name, hostName: hostName)
+            do {
+                try configuration.validate()
+            } catch {
+                throw ConfigError(key: "advertisement", error.description)
+            }
+            advertisement = configuration
+        }
+        var configuration = DaemonConfiguration(
+            interfaces: served, stateDirectory: stateDirectory, registrationPort: registrationPort,
+            core: CoreConfiguration(
+                maximumLease: maximumLease, maximumRecordsPerOwner: maximumRecordsPerHost,
+                maximumRecordsTotal: maximumRecords, wakePolicy: wakePolicy),
+            eventHistoryLimit: eventHistory, maximumBatch: maximumBatch, advertisement: advertisement,
+            controlSocket: controlSocket.isEmpty ? nil : controlSocket, controlGroup: group)
+        configuration.wakeAllOnExit = wakeAllOnExit
+        return configuration
+    }
+}
