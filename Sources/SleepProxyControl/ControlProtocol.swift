@@ -189,6 +189,7 @@ public struct InterfaceReport: Codable, Hashable, Sendable {
     public var name: String
     /// `aa:bb:cc:dd:ee:ff`.
     public var mac: String
+    /// Its addresses with their prefix lengths (`192.0.2.1/24`, `fe80::1/64`).
     public var addresses: [String]
     /// The `_sleep-proxy._udp` instance name, when advertising.
     public var advertisedName: String?

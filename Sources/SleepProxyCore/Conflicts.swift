@@ -97,7 +97,9 @@ extension SleepProxyCore {
             let reason = "name conflict: \(packet.source) keeps answering \(ours.name) \(ours.type) with other data"
             let event = Event(
                 time: now, kind: .conflict, interface: key.interface, owner: key.primaryMAC, source: packet.source,
-                detail: "persistent conflict: \(reason); waking the owner for that record")
+                detail:
+                    "persistent conflict: \(reason); \(configuration.wakePolicy.dryRun ? "would wake (wake.dry_run)" : "waking") the owner for that record"
+            )
             return [.store(.appendEvent(event)), .log(.warning, "\(key): \(event.detail)")]
                 + startWake(key, now: now, reason: reason, source: packet.source, scope: .records([identity]))
         }

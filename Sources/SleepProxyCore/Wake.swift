@@ -330,7 +330,9 @@ extension SleepProxyCore {
         }
         let event = Event(
             time: now, kind: .wake, interface: key.interface, owner: key.primaryMAC, source: source, detail: reason)
-        actions = [.store(.appendEvent(event)), .log(.notice, "waking \(key): \(reason)")] + actions
+        // One info line per wake: the host, then the trigger with its source and port.
+        let name = host.owner.hostNames.first.map { "\($0) " } ?? ""
+        actions = [.store(.appendEvent(event)), .log(.info, "waking \(name)(\(key)): \(reason)")] + actions
         actions += advanceWake(of: key, now: now)
         refreshHostDeadline()
         return actions
@@ -348,7 +350,10 @@ extension SleepProxyCore {
             detail: reason)
         return [
             .store(.appendEvent(event)),
-            .log(.notice, "would wake \(key) (wake.dry_run, no magic packet sent): \(reason)"),
+            .log(
+                .info,
+                "would wake \(hosts[key]?.owner.hostNames.first.map { "\($0) " } ?? "")(\(key)) (wake.dry_run, no magic packet sent): \(reason)"
+            ),
         ]
     }
 

@@ -199,7 +199,7 @@ public final class Daemon: @unchecked Sendable {
     }
 
     private func noteEvent(_ event: Event) {
-        guard event.kind == .wake || event.kind.identifier == "would-wake", let owner = event.owner else { return }
+        guard event.kind == .wake || event.kind == .wouldWake, let owner = event.owner else { return }
         lastWakes[OwnerKey(interface: event.interface, primaryMAC: owner)] = event
     }
 

@@ -354,7 +354,8 @@ struct WakePolicyTests {
         #expect(event.source == wake.source)
         #expect(
             actions.logLines.contains {
-                $0 == (.notice, "would wake \(Self.key) (wake.dry_run, no magic packet sent): \(wake.detail)")
+                $0.0 == .info && $0.1.hasPrefix("would wake ")
+                    && $0.1.hasSuffix("(\(Self.key)) (wake.dry_run, no magic packet sent): \(wake.detail)")
             })
         // Still held and answered, not waking.
         #expect(Self.isHeld(&harness))

@@ -35,6 +35,12 @@ struct WakeTests {
         #expect(event.source == Endpoint(address: .v4(Self.waker), port: 50_000))
         #expect(event.detail.contains("port 22"))
         #expect(event.detail.contains("sleepy._ssh._tcp.local."))
+        // One info line: the host, the trigger, its source and port.
+        let lines = actions.logLines.filter { $0.1.hasPrefix("waking ") }
+        #expect(lines.count == 1 && lines.first?.0 == .info, "\(lines)")
+        let line = try #require(lines.first).1
+        #expect(line.hasPrefix("waking sleepy.local (02:77:00:00:00:02%eth0): TCP SYN"), "\(line)")
+        #expect(line.contains("from \(Self.waker):50000") && line.contains("port 22"), "\(line)")
         // The first round: the 0x0842 frame and a UDP port 9 copy, both to the wake MAC only.
         let frames = try actions.injectedFrames.map { try EthernetFrame(parsing: $0, verifying: .all) }
         let magic = try #require(frames.first { $0.header.etherType == .wakeOnLAN })

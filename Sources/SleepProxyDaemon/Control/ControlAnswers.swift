@@ -24,6 +24,12 @@ extension Daemon {
                 let name = displayName(key)
                 perform(core.requestWake(key, now: now(), reason: "the administrator asked (sleepproxyctl wake)"))
                 scheduleExpiry()
+                if configuration.core.wakePolicy.dryRun {
+                    return ControlResponse(
+                        message:
+                            "would wake \(name) (\(key.primaryMAC) on \(key.interface)): wake.dry_run is on, no magic packet sent"
+                    )
+                }
                 return ControlResponse(message: "waking \(name) (\(key.primaryMAC) on \(key.interface))")
             }
         case .forget:

@@ -1,0 +1,305 @@
+public import Foundation
+
+/// How `sleepproxyctl` shows the daemon's answers to people: aligned tables, times relative to `now`, and colour
+/// only when asked for.
+///
+/// Everything that depends on the moment or the place is a property (`now`, `timeZone`), so the same report
+/// always comes out the same.
+public struct Presentation: Sendable {
+    /// The moment relative times count from.
+    public var now: Date
+    /// Whether to draw with ANSI colours and bold headers.
+    public var colour: Bool
+    /// The zone clock times are shown in.
+    public var timeZone: TimeZone
+    /// How many services the `hosts` table names before it says how many more there are.
+    public var maximumServicesShown = 3
+
+    public init(now: Date = Date(), colour: Bool = false, timeZone: TimeZone = .current) {
+        self.now = now
+        self.colour = colour
+        self.timeZone = timeZone
+    }
+
+    // MARK: Times
+
+    /// `date` relative to `now`: `in 1 h 12 min`, `45 s ago`, `now` (within half a second). Two units at most.
+    public static func relative(_ date: Date, to now: Date) -> String {
+        let seconds = date.timeIntervalSince(now).rounded()
+        guard seconds.isFinite else { return "-" }
+        if seconds == 0 { return "now" }
+        let text = duration(abs(seconds))
+        return seconds > 0 ? "in \(text)" : "\(text) ago"
+    }
+
+    /// A length of time in its two largest units, the smaller one left out when it is zero: `45 s`, `1 min 30 s`,
+    /// `1 h 12 min`, `2 d 4 h`, `3 d`. Rounds to whole seconds; less than half a second is `0 s`.
+    public static func duration(_ seconds: Double) -> String {
+        guard seconds.isFinite else { return "-" }
+        let total = Int64(min(max(0, seconds.rounded()), 1e15))
+        let units: [(name: String, seconds: Int64)] = [("d", 86_400), ("h", 3_600), ("min", 60), ("s", 1)]
+        for (index, unit) in units.enumerated() where total >= unit.seconds {
+            var text = "\(total / unit.seconds) \(unit.name)"
+            if index + 1 < units.count {
+                let next = units[index + 1]
+                let minor = total % unit.seconds / next.seconds
+                if minor > 0 { text += " \(minor) \(next.name)" }
+            }
+            return text
+        }
+        return "0 s"
+    }
+
+    /// `date` relative to this presentation's `now`.
+    public func relative(_ date: Date) -> String {
+        Self.relative(date, to: now)
+    }
+
+    /// A clock time in `timeZone`: `HH:mm:ss` when `date` falls on the same day as `now`, else
+    /// `yyyy-MM-dd HH:mm:ss`.
+    public func clockTime(_ date: Date) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        let fields: Set<Calendar.Component> = [.year, .month, .day, .hour, .minute, .second]
+        let parts = calendar.dateComponents(fields, from: date)
+        let time = "\(Self.pad(parts.hour, 2)):\(Self.pad(parts.minute, 2)):\(Self.pad(parts.second, 2))"
+        if calendar.isDate(date, inSameDayAs: now) { return time }
+        return "\(Self.pad(parts.year, 4))-\(Self.pad(parts.month, 2))-\(Self.pad(parts.day, 2)) \(time)"
+    }
+
+    private static func pad(_ value: Int?, _ width: Int) -> String {
+        let digits = String(value ?? 0)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+
+    // MARK: Status
+
+    /// `status`: the daemon, then a table of its interfaces.
+    public func status(_ report: StatusReport) -> String {
+        var text = TextTable.Style.bold.apply("sleepproxyd \(report.daemonVersion)", colour: colour) + "\n"
+        text += fields([
+            ("up", TextTable.Cell("\(Self.duration(report.uptimeSeconds)) (since \(clockTime(report.startedAt)))")),
+            ("hosts", TextTable.Cell("\(report.hostCount) holding \(Self.count(report.recordCount, "record"))")),
+            ("store", TextTable.Cell(report.storePath)),
+            ("control socket", TextTable.Cell(report.controlSocket)),
+            (
+                "dry run",
+                report.dryRun
+                    ? TextTable.Cell("yes: wakes are logged and recorded, never sent", .yellow) : "no"
+            ),
+        ])
+        text += "\n"
+        guard !report.interfaces.isEmpty else { return text + "no interfaces served\n" }
+        var table = TextTable(headers: [
+            "INTERFACE", "MAC", "ADDRESSES", "ADVERTISED AS", "PORT", "HOSTS", "RECORDS", "RECEIVED", "DROPPED",
+        ])
+        for interface in report.interfaces {
+            let dropped = interface.captureDropped.map { TextTable.Cell(String($0), $0 > 0 ? .red : .plain) }
+            table.append([
+                TextTable.Cell(interface.name),
+                TextTable.Cell(interface.mac),
+                TextTable.Cell(Self.list(interface.addresses)),
+                TextTable.Cell(interface.advertisedName ?? "-"),
+                TextTable.Cell(String(interface.registrationPort)),
+                TextTable.Cell(String(interface.hostCount)),
+                TextTable.Cell(String(interface.recordCount)),
+                TextTable.Cell(interface.captureReceived.map { String($0) } ?? "-"),
+                dropped ?? "-",
+            ])
+        }
+        return text + table.render(colour: colour)
+    }
+
+    // MARK: Hosts
+
+    /// `hosts`: one line per held host, or `no hosts held`.
+    public func hosts(_ hosts: [HostSummary]) -> String {
+        guard !hosts.isEmpty else { return "no hosts held\n" }
+        var table = TextTable(headers: [
+            "NAME", "MAC", "INTERFACE", "ADDRESSES", "SERVICES", "STATE", "LEASE", "LAST WAKE",
+        ])
+        for host in hosts {
+            table.append([
+                TextTable.Cell(host.name ?? "-"),
+                TextTable.Cell(host.ownerMAC),
+                TextTable.Cell(host.interface),
+                TextTable.Cell(Self.list(host.addresses)),
+                TextTable.Cell(services(host.services)),
+                // The reason once: in LAST WAKE when that is the wake under way.
+                state(host, withReason: host.lastWake?.reason != host.wakeReason),
+                lease(host.leaseExpiresAt),
+                TextTable.Cell(host.lastWake.map { "\(relative($0.time)): \($0.reason)" } ?? "-"),
+            ])
+        }
+        return table.render(colour: colour)
+    }
+
+    /// The first few services, then how many more.
+    func services(_ services: [String]) -> String {
+        guard services.count > maximumServicesShown else { return Self.list(services) }
+        let shown = services.prefix(maximumServicesShown).joined(separator: ", ")
+        return "\(shown) +\(services.count - maximumServicesShown) more"
+    }
+
+    /// `held`, `taking-over`, or `waking: <reason>` (`waking` alone without `withReason`), coloured by state.
+    func state(_ host: HostSummary, withReason: Bool = true) -> TextTable.Cell {
+        var text = host.state
+        if withReason, host.state == "waking", let reason = host.wakeReason { text += ": \(reason)" }
+        switch host.state {
+        case "held": return TextTable.Cell(text, .green)
+        case "taking-over", "waking": return TextTable.Cell(text, .yellow)
+        default: return TextTable.Cell(text)
+        }
+    }
+
+    /// When a lease ends: `in 1 h 12 min`, `expired`, or `-` for none.
+    func lease(_ expiry: Date?) -> TextTable.Cell {
+        guard let expiry else { return "-" }
+        return expiry > now ? TextTable.Cell(relative(expiry)) : TextTable.Cell("expired", .red)
+    }
+
+    // MARK: One host
+
+    /// `show`: the host's facts, then its addresses and its records.
+    public func host(_ detail: HostDetail) -> String {
+        let summary = detail.summary
+        let leaseText: TextTable.Cell
+        if let expiry = summary.leaseExpiresAt {
+            leaseText =
+                expiry > now
+                ? TextTable.Cell("until \(clockTime(expiry)) (\(relative(expiry)))")
+                : TextTable.Cell("expired at \(clockTime(expiry)) (\(relative(expiry)))", .red)
+        } else {
+            leaseText = "none"
+        }
+        var text = fields([
+            ("name", TextTable.Cell(summary.name ?? "-", .bold)),
+            ("owner MAC", TextTable.Cell(summary.ownerMAC)),
+            ("wake MAC", TextTable.Cell(summary.wakeMAC)),
+            ("interface", TextTable.Cell(summary.interface)),
+            ("state", state(summary)),
+            ("registered", TextTable.Cell("\(clockTime(summary.registeredAt)) (\(relative(summary.registeredAt)))")),
+            ("lease", leaseText),
+            ("sequence", TextTable.Cell(String(detail.sequence))),
+            ("last source", TextTable.Cell(detail.lastSource ?? "-")),
+            ("last wake", TextTable.Cell(summary.lastWake.map(wake) ?? "never")),
+            ("services", TextTable.Cell(Self.list(summary.services))),
+        ])
+
+        text += "\n" + section("ADDRESSES", detail.addresses.count)
+        if detail.addresses.isEmpty {
+            text += "  none\n"
+        } else {
+            var addresses = TextTable(headers: ["ADDRESS", "STATE"], indent: "  ")
+            for address in detail.addresses {
+                let style: TextTable.Style =
+                    switch address.state {
+                    case "claimed": .green
+                    case "probing", "backing-off": .yellow
+                    default: .plain
+                    }
+                addresses.append([TextTable.Cell(address.address), TextTable.Cell(address.state, style)])
+            }
+            text += addresses.render(colour: colour)
+        }
+
+        text += "\n" + section("RECORDS", detail.records.count)
+        if detail.records.isEmpty {
+            text += "  none\n"
+        } else {
+            var records = TextTable(headers: ["NAME", "TYPE", "TTL", "UNIQUE", "EXPIRES", "DATA"], indent: "  ")
+            for record in detail.records {
+                records.append([
+                    TextTable.Cell(record.name),
+                    TextTable.Cell(record.type),
+                    TextTable.Cell(String(record.ttl)),
+                    record.unique ? "yes" : "no",
+                    lease(record.expiresAt),
+                    TextTable.Cell(record.data),
+                ])
+            }
+            text += records.render(colour: colour)
+        }
+        return text
+    }
+
+    /// A recorded wake: when, why and who set it off.
+    func wake(_ wake: WakeReport) -> String {
+        var text = "\(clockTime(wake.time)) (\(relative(wake.time))): \(wake.reason)"
+        if let source = Self.source(address: wake.sourceAddress, port: wake.sourcePort) { text += ", from \(source)" }
+        return text
+    }
+
+    private func section(_ title: String, _ count: Int) -> String {
+        TextTable.Style.bold.apply(title, colour: colour) + " (\(count))\n"
+    }
+
+    // MARK: Events
+
+    /// `events`: the history as a table, oldest first, or `no events recorded`.
+    public func events(_ events: [EventReport]) -> String {
+        guard !events.isEmpty else { return "no events recorded\n" }
+        return eventTable(events).render(colour: colour)
+    }
+
+    /// The events table, for printing whole or, with `streaming`, as the start of a `follow` stream. A streaming
+    /// table starts its columns wide enough for typical events, so that later lines mostly stay aligned.
+    public func eventTable(_ events: [EventReport], streaming: Bool = false) -> TextTable {
+        var table = TextTable(
+            headers: ["TIME", "KIND", "INTERFACE", "HOST", "SOURCE", "DETAIL"],
+            minimumWidths: streaming ? [8, 14, 9, 17, 20] : [])
+        for event in events {
+            table.append(eventRow(event))
+        }
+        return table
+    }
+
+    /// One event as a row of the events table.
+    public func eventRow(_ event: EventReport) -> [TextTable.Cell] {
+        let style: TextTable.Style =
+            switch event.kind {
+            case "registered", "renewed": .green
+            case "wake", "would-wake", "takeover": .yellow
+            case "refused", "conflict", "expired": .red
+            default: .plain
+            }
+        var detail = event.detail
+        if let reason = event.reason, !detail.contains(reason) { detail += " (\(reason))" }
+        return [
+            TextTable.Cell(clockTime(event.time)),
+            TextTable.Cell(event.kind, style),
+            TextTable.Cell(event.interface),
+            TextTable.Cell(event.host ?? event.ownerMAC ?? "-"),
+            TextTable.Cell(Self.source(address: event.sourceAddress, port: event.sourcePort) ?? "-"),
+            TextTable.Cell(detail),
+        ]
+    }
+
+    // MARK: Pieces
+
+    /// `192.0.2.7 port 51234`, the address alone without a port, nil without an address.
+    static func source(address: String?, port: Int?) -> String? {
+        guard let address else { return nil }
+        guard let port else { return address }
+        return "\(address) port \(port)"
+    }
+
+    /// Items joined with commas, `-` for none.
+    static func list(_ items: [String]) -> String {
+        items.isEmpty ? "-" : items.joined(separator: ", ")
+    }
+
+    /// `1 record`, `14 records`.
+    static func count(_ value: Int, _ noun: String) -> String {
+        value == 1 ? "1 \(noun)" : "\(value) \(noun)s"
+    }
+
+    /// Labelled lines, the values aligned: `label:  value`.
+    private func fields(_ pairs: [(String, TextTable.Cell)]) -> String {
+        var table = TextTable(headers: ["", ""])
+        for (label, value) in pairs {
+            table.append([TextTable.Cell(label + ":"), value])
+        }
+        return table.rows.map { table.line($0, colour: colour) + "\n" }.joined()
+    }
+}
