@@ -240,6 +240,17 @@ struct OperationsLabTests {
             let future = try exchange(lab, Array("{\"version\":99,\"command\":\"status\"}\n".utf8))
             #expect(future.contains("unsupported-version"), "\(future)")
 
+            // A follower sees the history, then each new event as it happens.
+            let follower = try lab.spawn(
+                .proxy,
+                [
+                    try Self.ctlPath(), "--socket", lab.workDirectory + "/control.sock", "events", "--follow",
+                    "--json", "--limit", "1",
+                ])
+            defer { follower.signal(SIGINT) }
+            _ = try await eventually("the follower's history", within: .seconds(5)) {
+                follower.stdout.split(separator: "\n").count == 1 ? true : nil
+            }
             let wake = try await ctl(lab, ["wake", "Sleeper.local"])
             #expect(wake.status == 0 && wake.stdout.contains("waking"), "\(wake)")
             _ = try await eventually("the wake in the history", within: .seconds(5)) {
@@ -248,6 +259,16 @@ struct OperationsLabTests {
             }
             let forget = try await ctl(lab, ["forget", sleeper.macString])
             #expect(forget.status == 0, "\(forget)")
+            let followed = try await eventually("the release followed", within: .seconds(5)) {
+                let lines = follower.stdout.split(separator: "\n")
+                return lines.contains { $0.contains("\"kind\":\"released\"") } ? lines : nil
+            }
+            let streamed = try followed.map {
+                try ControlProtocol.decoder().decode(EventReport.self, from: Data($0.utf8))
+            }
+            #expect(
+                streamed.map(\.id) == streamed.map(\.id).sorted() && Set(streamed.map(\.id)).count == streamed.count)
+            #expect(streamed.contains { $0.kind == "wake" && $0.detail.contains("sleepproxyctl wake") }, "\(streamed)")
             let none = try await ctl(lab, ["hosts", "--json"])
             #expect(try ControlProtocol.decoder().decode([HostSummary].self, from: Data(none.stdout.utf8)).isEmpty)
             let events = try await ctl(lab, ["events", "--json", "--limit", "100"])
