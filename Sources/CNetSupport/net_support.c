@@ -14,86 +14,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static int fail(int fd, sp_udp_open_step step, sp_udp_open_step *failed_step) {
-    int error = errno;
-    if (fd >= 0) {
-        close(fd);
-    }
-    if (failed_step != NULL) {
-        *failed_step = step;
-    }
-    return -error;
-}
-
-int sp_udp_open(int family, const char *interface, uint16_t port, uint16_t *bound_port,
-                sp_udp_open_step *failed_step) {
-    static const int on = 1;
-    if (failed_step != NULL) {
-        *failed_step = SP_UDP_OPEN_STEP_NONE;
-    }
-    if (family != AF_INET && family != AF_INET6) {
-        errno = EAFNOSUPPORT;
-        return fail(-1, SP_UDP_OPEN_STEP_FAMILY, failed_step);
-    }
-    // The kernel silently truncates longer names, and an empty one removes the binding: refuse both.
-    size_t name_length = interface == NULL ? 0 : strnlen(interface, IFNAMSIZ);
-    if (name_length == 0 || name_length >= IFNAMSIZ) {
-        errno = EINVAL;
-        return fail(-1, SP_UDP_OPEN_STEP_BIND_TO_DEVICE, failed_step);
-    }
-
-    int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
-    if (fd < 0) {
-        return fail(-1, SP_UDP_OPEN_STEP_SOCKET, failed_step);
-    }
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0) {
-        return fail(fd, SP_UDP_OPEN_STEP_REUSE_ADDRESS, failed_step);
-    }
-    if (family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) != 0) {
-        return fail(fd, SP_UDP_OPEN_STEP_V6_ONLY, failed_step);
-    }
-    if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, interface, (socklen_t)(name_length + 1)) != 0) {
-        return fail(fd, SP_UDP_OPEN_STEP_BIND_TO_DEVICE, failed_step);
-    }
-    int packet_info_result = family == AF_INET
-        ? setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on)
-        : setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof on);
-    if (packet_info_result != 0) {
-        return fail(fd, SP_UDP_OPEN_STEP_PACKET_INFO, failed_step);
-    }
-
-    struct sockaddr_storage local;
-    memset(&local, 0, sizeof local);
-    socklen_t local_length;
-    if (family == AF_INET) {
-        struct sockaddr_in *address = (struct sockaddr_in *)&local;
-        address->sin_family = AF_INET;
-        address->sin_port = htons(port);
-        address->sin_addr.s_addr = htonl(INADDR_ANY);
-        local_length = sizeof *address;
-    } else {
-        struct sockaddr_in6 *address = (struct sockaddr_in6 *)&local;
-        address->sin6_family = AF_INET6;
-        address->sin6_port = htons(port);
-        address->sin6_addr = in6addr_any;
-        local_length = sizeof *address;
-    }
-    if (bind(fd, (struct sockaddr *)&local, local_length) != 0) {
-        return fail(fd, SP_UDP_OPEN_STEP_BIND, failed_step);
-    }
-
-    memset(&local, 0, sizeof local);
-    local_length = sizeof local;
-    if (getsockname(fd, (struct sockaddr *)&local, &local_length) != 0) {
-        return fail(fd, SP_UDP_OPEN_STEP_LOCAL_NAME, failed_step);
-    }
-    if (bound_port != NULL) {
-        *bound_port = family == AF_INET ? ntohs(((struct sockaddr_in *)&local)->sin_port)
-                                        : ntohs(((struct sockaddr_in6 *)&local)->sin6_port);
-    }
-    return fd;
-}
-
 ssize_t sp_udp_receive(int fd, uint8_t *buffer, size_t capacity, sp_udp_datagram_info *info) {
     memset(info, 0, sizeof *info);
 
@@ -235,10 +155,7 @@ ssize_t sp_udp_send(int fd, int family, const uint8_t *bytes, size_t length, con
     return result < 0 ? -errno : result;
 }
 
-// Older C libraries lack these; the values are the kernel's (asm-generic/socket.h, linux/in.h, linux/in6.h).
-#ifndef SO_BINDTOIFINDEX
-#define SO_BINDTOIFINDEX 62
-#endif
+// Older C libraries lack these; the values are the kernel's (linux/in.h, linux/in6.h).
 #ifndef IP_MULTICAST_ALL
 #define IP_MULTICAST_ALL 49
 #endif
@@ -246,7 +163,7 @@ ssize_t sp_udp_send(int fd, int family, const uint8_t *bytes, size_t length, con
 #define IPV6_MULTICAST_ALL 29
 #endif
 
-static int mdns_fail(int fd, sp_mdns_open_step step, sp_mdns_open_step *failed_step) {
+static int udp_fail(int fd, sp_udp_step step, sp_udp_step *failed_step) {
     int error = errno;
     if (fd >= 0) {
         close(fd);
@@ -257,119 +174,146 @@ static int mdns_fail(int fd, sp_mdns_open_step step, sp_mdns_open_step *failed_s
     return -error;
 }
 
-static int set_int(int fd, int level, int name, int value) {
+static int set_flag(int fd, int level, int name, int value) {
     return setsockopt(fd, level, name, &value, sizeof value);
 }
 
-int sp_mdns_open(int family, uint32_t interface_index, sp_mdns_open_step *failed_step) {
-    static const uint16_t mdns_port = 5353;
+int sp_udp_socket(const sp_udp_options *options, uint16_t *bound_port, sp_udp_step *failed_step) {
     if (failed_step != NULL) {
-        *failed_step = SP_MDNS_OPEN_STEP_NONE;
+        *failed_step = SP_UDP_STEP_NONE;
     }
+    int family = options->family;
+    const int v4 = family == AF_INET;
+    const uint32_t index = options->interface_index;
     if (family != AF_INET && family != AF_INET6) {
         errno = EAFNOSUPPORT;
-        return mdns_fail(-1, SP_MDNS_OPEN_STEP_ARGUMENTS, failed_step);
+        return udp_fail(-1, SP_UDP_STEP_ARGUMENTS, failed_step);
     }
-    if (interface_index == 0 || interface_index > INT32_MAX) {
+    if (options->group != NULL && (index == 0 || index > INT32_MAX)) {
         errno = ENODEV;
-        return mdns_fail(-1, SP_MDNS_OPEN_STEP_ARGUMENTS, failed_step);
+        return udp_fail(-1, SP_UDP_STEP_ARGUMENTS, failed_step);
+    }
+    if (options->hop_limit < 0 || options->hop_limit > 255) {
+        errno = EINVAL;
+        return udp_fail(-1, SP_UDP_STEP_ARGUMENTS, failed_step);
+    }
+    // The kernel silently truncates longer names, and an empty one removes the binding: refuse both.
+    const char *name = options->interface_name;
+    size_t name_length = name == NULL ? 0 : strnlen(name, IFNAMSIZ);
+    if (name_length == 0 || name_length >= IFNAMSIZ) {
+        errno = EINVAL;
+        return udp_fail(-1, SP_UDP_STEP_BIND_TO_DEVICE, failed_step);
     }
 
     int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
     if (fd < 0) {
-        return mdns_fail(-1, SP_MDNS_OPEN_STEP_SOCKET, failed_step);
+        return udp_fail(-1, SP_UDP_STEP_SOCKET, failed_step);
     }
-    // avahi-daemon sets both (after its first bind attempt); either one on both sides lets the binds coexist.
-    if (set_int(fd, SOL_SOCKET, SO_REUSEADDR, 1) != 0) {
-        return mdns_fail(fd, SP_MDNS_OPEN_STEP_REUSE_ADDRESS, failed_step);
+    if (set_flag(fd, SOL_SOCKET, SO_REUSEADDR, 1) != 0) {
+        return udp_fail(fd, SP_UDP_STEP_REUSE_ADDRESS, failed_step);
     }
-    if (set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1) != 0) {
-        return mdns_fail(fd, SP_MDNS_OPEN_STEP_REUSE_PORT, failed_step);
+    if (options->share_port && set_flag(fd, SOL_SOCKET, SO_REUSEPORT, 1) != 0) {
+        return udp_fail(fd, SP_UDP_STEP_REUSE_PORT, failed_step);
     }
-
-    if (family == AF_INET) {
-        // Without a device, a socket bound to the group also gets the group's datagrams from every other
-        // interface where anybody on the host joined it.
-        if (set_int(fd, SOL_SOCKET, SO_BINDTOIFINDEX, (int)interface_index) != 0) {
-            return mdns_fail(fd, SP_MDNS_OPEN_STEP_BIND_TO_DEVICE, failed_step);
+    if (!v4 && set_flag(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1) != 0) {
+        return udp_fail(fd, SP_UDP_STEP_V6_ONLY, failed_step);
+    }
+    // Without a device, a socket bound to a group also gets the group's datagrams from every other interface
+    // where anybody on the host joined it; one bound to the wildcard gets every interface's unicast.
+    if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, name, (socklen_t)(name_length + 1)) != 0) {
+        return udp_fail(fd, SP_UDP_STEP_BIND_TO_DEVICE, failed_step);
+    }
+    if (set_flag(fd, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_PKTINFO : IPV6_RECVPKTINFO, 1) != 0) {
+        return udp_fail(fd, SP_UDP_STEP_PACKET_INFO, failed_step);
+    }
+    if (options->group != NULL) {
+        if (set_flag(fd, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_MULTICAST_ALL : IPV6_MULTICAST_ALL, 0) != 0) {
+            return udp_fail(fd, SP_UDP_STEP_MULTICAST_ALL, failed_step);
         }
-        struct sockaddr_in local;
-        memset(&local, 0, sizeof local);
-        local.sin_family = AF_INET;
-        local.sin_port = htons(mdns_port);
-        local.sin_addr.s_addr = htonl(0xE00000FB); // 224.0.0.251
-        if (bind(fd, (struct sockaddr *)&local, sizeof local) != 0) {
-            return mdns_fail(fd, SP_MDNS_OPEN_STEP_BIND, failed_step);
+        int interface_result;
+        if (v4) {
+            struct ip_mreqn outgoing;
+            memset(&outgoing, 0, sizeof outgoing);
+            outgoing.imr_ifindex = (int)index;
+            interface_result = setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &outgoing, sizeof outgoing);
+        } else {
+            interface_result = set_flag(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, (int)index);
         }
-        struct ip_mreqn request;
-        memset(&request, 0, sizeof request);
-        request.imr_multiaddr = local.sin_addr;
-        request.imr_ifindex = (int)interface_index;
-        if (setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &request, sizeof request) != 0) {
-            return mdns_fail(fd, SP_MDNS_OPEN_STEP_JOIN, failed_step);
+        if (interface_result != 0) {
+            return udp_fail(fd, SP_UDP_STEP_MULTICAST_INTERFACE, failed_step);
         }
-        struct ip_mreqn outgoing;
-        memset(&outgoing, 0, sizeof outgoing);
-        outgoing.imr_ifindex = (int)interface_index;
-        if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &outgoing, sizeof outgoing) != 0) {
-            return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_INTERFACE, failed_step);
+        if (set_flag(fd, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_MULTICAST_LOOP : IPV6_MULTICAST_LOOP, 1) != 0) {
+            return udp_fail(fd, SP_UDP_STEP_MULTICAST_LOOP, failed_step);
         }
-        if (set_int(fd, IPPROTO_IP, IP_MULTICAST_TTL, 255) != 0) {
-            return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_TTL, failed_step);
+    }
+    if (options->hop_limit != 0) {
+        if (set_flag(fd, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_MULTICAST_TTL : IPV6_MULTICAST_HOPS,
+                     options->hop_limit) != 0) {
+            return udp_fail(fd, SP_UDP_STEP_MULTICAST_TTL, failed_step);
         }
-        if (set_int(fd, IPPROTO_IP, IP_TTL, 255) != 0) {
-            return mdns_fail(fd, SP_MDNS_OPEN_STEP_UNICAST_TTL, failed_step);
+        if (set_flag(fd, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_TTL : IPV6_UNICAST_HOPS, options->hop_limit) != 0) {
+            return udp_fail(fd, SP_UDP_STEP_UNICAST_TTL, failed_step);
         }
-        if (set_int(fd, IPPROTO_IP, IP_MULTICAST_LOOP, 1) != 0) {
-            return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_LOOP, failed_step);
-        }
-        if (set_int(fd, IPPROTO_IP, IP_MULTICAST_ALL, 0) != 0) {
-            return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_ALL, failed_step);
-        }
-        if (set_int(fd, IPPROTO_IP, IP_PKTINFO, 1) != 0) {
-            return mdns_fail(fd, SP_MDNS_OPEN_STEP_PACKET_INFO, failed_step);
-        }
-        return fd;
     }
 
-    if (set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1) != 0) {
-        return mdns_fail(fd, SP_MDNS_OPEN_STEP_V6_ONLY, failed_step);
-    }
-    struct sockaddr_in6 local;
+    struct sockaddr_storage local;
     memset(&local, 0, sizeof local);
-    local.sin6_family = AF_INET6;
-    local.sin6_port = htons(mdns_port);
-    static const uint8_t group[16] = {0xFF, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFB};
-    memcpy(&local.sin6_addr, group, sizeof group);
-    // A link-scope address needs its scope; binding to it binds the socket to that device too.
-    local.sin6_scope_id = interface_index;
-    if (bind(fd, (struct sockaddr *)&local, sizeof local) != 0) {
-        return mdns_fail(fd, SP_MDNS_OPEN_STEP_BIND, failed_step);
+    socklen_t local_length;
+    if (v4) {
+        struct sockaddr_in *address = (struct sockaddr_in *)&local;
+        address->sin_family = AF_INET;
+        address->sin_port = htons(options->port);
+        if (options->group != NULL) {
+            memcpy(&address->sin_addr, options->group, 4);
+        } else {
+            address->sin_addr.s_addr = htonl(INADDR_ANY);
+        }
+        local_length = sizeof *address;
+    } else {
+        struct sockaddr_in6 *address = (struct sockaddr_in6 *)&local;
+        address->sin6_family = AF_INET6;
+        address->sin6_port = htons(options->port);
+        if (options->group != NULL) {
+            memcpy(&address->sin6_addr, options->group, 16);
+            // A link-scope group needs its scope (the device the socket is bound to already).
+            address->sin6_scope_id = index;
+        } else {
+            address->sin6_addr = in6addr_any;
+        }
+        local_length = sizeof *address;
     }
-    struct ipv6_mreq request;
-    memset(&request, 0, sizeof request);
-    request.ipv6mr_multiaddr = local.sin6_addr;
-    request.ipv6mr_interface = interface_index;
-    if (setsockopt(fd, IPPROTO_IPV6, IPV6_JOIN_GROUP, &request, sizeof request) != 0) {
-        return mdns_fail(fd, SP_MDNS_OPEN_STEP_JOIN, failed_step);
+    if (bind(fd, (struct sockaddr *)&local, local_length) != 0) {
+        return udp_fail(fd, SP_UDP_STEP_BIND, failed_step);
     }
-    if (set_int(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, (int)interface_index) != 0) {
-        return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_INTERFACE, failed_step);
+
+    if (options->group != NULL) {
+        int join_result;
+        if (v4) {
+            struct ip_mreqn request;
+            memset(&request, 0, sizeof request);
+            memcpy(&request.imr_multiaddr, options->group, 4);
+            request.imr_ifindex = (int)index;
+            join_result = setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &request, sizeof request);
+        } else {
+            struct ipv6_mreq request;
+            memset(&request, 0, sizeof request);
+            memcpy(&request.ipv6mr_multiaddr, options->group, 16);
+            request.ipv6mr_interface = index;
+            join_result = setsockopt(fd, IPPROTO_IPV6, IPV6_JOIN_GROUP, &request, sizeof request);
+        }
+        if (join_result != 0) {
+            return udp_fail(fd, SP_UDP_STEP_JOIN, failed_step);
+        }
     }
-    if (set_int(fd, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, 255) != 0) {
-        return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_TTL, failed_step);
+
+    memset(&local, 0, sizeof local);
+    local_length = sizeof local;
+    if (getsockname(fd, (struct sockaddr *)&local, &local_length) != 0) {
+        return udp_fail(fd, SP_UDP_STEP_LOCAL_NAME, failed_step);
     }
-    if (set_int(fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, 255) != 0) {
-        return mdns_fail(fd, SP_MDNS_OPEN_STEP_UNICAST_TTL, failed_step);
-    }
-    if (set_int(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, 1) != 0) {
-        return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_LOOP, failed_step);
-    }
-    if (set_int(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL, 0) != 0) {
-        return mdns_fail(fd, SP_MDNS_OPEN_STEP_MULTICAST_ALL, failed_step);
-    }
-    if (set_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1) != 0) {
-        return mdns_fail(fd, SP_MDNS_OPEN_STEP_PACKET_INFO, failed_step);
+    if (bound_port != NULL) {
+        *bound_port = v4 ? ntohs(((struct sockaddr_in *)&local)->sin_port)
+                         : ntohs(((struct sockaddr_in6 *)&local)->sin6_port);
     }
     return fd;
 }

@@ -44,7 +44,7 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     let options: Options
     private let logger: Logger
     private var sockets: [DatagramSocket] = []
-    private var mdnsSockets: [MulticastDNSSocket] = []
+    private var mdnsSockets: [DatagramSocket] = []
     private var capture: PacketCapture?
     private var captureFilter = ""
     private var neighbours: NeighbourTable?
@@ -99,7 +99,7 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     private func openResponder(_ interface: NetworkInterface) throws {
         for family in [DatagramSocket.Family.ipv4, .ipv6] {
             do {
-                mdnsSockets.append(try MulticastDNSSocket(family: family, interfaceIndex: interface.index))
+                mdnsSockets.append(try DatagramSocket.multicastDNS(family: family, interfaceIndex: interface.index))
             } catch {
                 throw DaemonError(description: "mDNS socket on \(interface.name): \(error)")
             }

@@ -11,35 +11,72 @@
 
 #define SP_SWIFT_NAME(name) __attribute__((swift_name(#name)))
 
-/// The step of sp_udp_open that failed.
-typedef enum __attribute__((enum_extensibility(closed))) sp_udp_open_step {
-    SP_UDP_OPEN_STEP_NONE SP_SWIFT_NAME(noFailure) = 0,
-    /// socket(2).
-    SP_UDP_OPEN_STEP_SOCKET SP_SWIFT_NAME(socket),
-    /// setsockopt SO_REUSEADDR.
-    SP_UDP_OPEN_STEP_REUSE_ADDRESS SP_SWIFT_NAME(reuseAddress),
-    /// setsockopt IPV6_V6ONLY.
-    SP_UDP_OPEN_STEP_V6_ONLY SP_SWIFT_NAME(v6Only),
-    /// setsockopt SO_BINDTODEVICE (also: the name is empty or longer than IFNAMSIZ - 1 bytes, -EINVAL).
-    SP_UDP_OPEN_STEP_BIND_TO_DEVICE SP_SWIFT_NAME(bindToDevice),
-    /// setsockopt IP_PKTINFO / IPV6_RECVPKTINFO.
-    SP_UDP_OPEN_STEP_PACKET_INFO SP_SWIFT_NAME(packetInfo),
-    /// bind(2).
-    SP_UDP_OPEN_STEP_BIND SP_SWIFT_NAME(bind),
-    /// getsockname(2).
-    SP_UDP_OPEN_STEP_LOCAL_NAME SP_SWIFT_NAME(localName),
-    /// The family is neither AF_INET nor AF_INET6 (-EAFNOSUPPORT).
-    SP_UDP_OPEN_STEP_FAMILY SP_SWIFT_NAME(family),
-} sp_udp_open_step;
+/// How sp_udp_socket opens a socket.
+typedef struct sp_udp_options {
+    /// AF_INET or AF_INET6; an AF_INET6 socket is IPv6-only (IPV6_V6ONLY).
+    int family;
+    /// The interface the socket is bound to with SO_BINDTODEVICE: 1 to IFNAMSIZ - 1 bytes, NUL-terminated.
+    const char *interface_name;
+    /// The same interface's index: the scope of an IPv6 group, where the group is joined and multicast sent.
+    /// Needed with `group` only.
+    uint32_t interface_index;
+    /// NULL: bind to the wildcard address. Otherwise a multicast group, 4 or 16 bytes by `family`: bind to it
+    /// (IPv6 with `interface_index` as scope) and join it on `interface_index`; multicast leaves through that
+    /// interface and is looped back to local listeners, and IP_MULTICAST_ALL / IPV6_MULTICAST_ALL are off, so only
+    /// the group joined on this interface is delivered.
+    const uint8_t *group;
+    /// Host order; 0: an ephemeral port.
+    uint16_t port;
+    /// Non-zero: SO_REUSEPORT besides SO_REUSEADDR, both set before binding, to share the port with another
+    /// process that sets both.
+    int share_port;
+    /// 1 to 255: the TTL / hop limit of everything sent, unicast (IP_TTL / IPV6_UNICAST_HOPS) and multicast
+    /// (IP_MULTICAST_TTL / IPV6_MULTICAST_HOPS); 0: the system's defaults.
+    int hop_limit;
+} sp_udp_options;
 
-/// Opens a UDP socket of `family` (AF_INET or AF_INET6): non-blocking, close-on-exec, SO_REUSEADDR, IPV6_V6ONLY
-/// for AF_INET6, bound to the interface `interface` with SO_BINDTODEVICE, receiving packet info, and bound to the
-/// wildcard address and `port` (0: an ephemeral port).
+/// The step of sp_udp_socket that failed.
+typedef enum __attribute__((enum_extensibility(closed))) sp_udp_step {
+    SP_UDP_STEP_NONE SP_SWIFT_NAME(noFailure) = 0,
+    /// The options: the family is neither AF_INET nor AF_INET6 (-EAFNOSUPPORT), a group comes without an interface
+    /// index (-ENODEV), the hop limit is above 255 (-EINVAL).
+    SP_UDP_STEP_ARGUMENTS SP_SWIFT_NAME(arguments),
+    /// socket(2).
+    SP_UDP_STEP_SOCKET SP_SWIFT_NAME(socket),
+    /// setsockopt SO_REUSEADDR.
+    SP_UDP_STEP_REUSE_ADDRESS SP_SWIFT_NAME(reuseAddress),
+    /// setsockopt SO_REUSEPORT.
+    SP_UDP_STEP_REUSE_PORT SP_SWIFT_NAME(reusePort),
+    /// setsockopt IPV6_V6ONLY.
+    SP_UDP_STEP_V6_ONLY SP_SWIFT_NAME(v6Only),
+    /// setsockopt SO_BINDTODEVICE (also: the name is empty or longer than IFNAMSIZ - 1 bytes, -EINVAL).
+    SP_UDP_STEP_BIND_TO_DEVICE SP_SWIFT_NAME(bindToDevice),
+    /// setsockopt IP_PKTINFO / IPV6_RECVPKTINFO.
+    SP_UDP_STEP_PACKET_INFO SP_SWIFT_NAME(packetInfo),
+    /// setsockopt IP_MULTICAST_ALL / IPV6_MULTICAST_ALL (off).
+    SP_UDP_STEP_MULTICAST_ALL SP_SWIFT_NAME(multicastAll),
+    /// setsockopt IP_MULTICAST_IF / IPV6_MULTICAST_IF.
+    SP_UDP_STEP_MULTICAST_INTERFACE SP_SWIFT_NAME(multicastInterface),
+    /// setsockopt IP_MULTICAST_LOOP / IPV6_MULTICAST_LOOP.
+    SP_UDP_STEP_MULTICAST_LOOP SP_SWIFT_NAME(multicastLoop),
+    /// setsockopt IP_MULTICAST_TTL / IPV6_MULTICAST_HOPS.
+    SP_UDP_STEP_MULTICAST_TTL SP_SWIFT_NAME(multicastTTL),
+    /// setsockopt IP_TTL / IPV6_UNICAST_HOPS.
+    SP_UDP_STEP_UNICAST_TTL SP_SWIFT_NAME(unicastTTL),
+    /// bind(2).
+    SP_UDP_STEP_BIND SP_SWIFT_NAME(bind),
+    /// setsockopt IP_ADD_MEMBERSHIP / IPV6_JOIN_GROUP.
+    SP_UDP_STEP_JOIN SP_SWIFT_NAME(join),
+    /// getsockname(2).
+    SP_UDP_STEP_LOCAL_NAME SP_SWIFT_NAME(localName),
+} sp_udp_step;
+
+/// Opens a UDP socket as `options` say: non-blocking, close-on-exec, SO_REUSEADDR, bound to one interface with
+/// SO_BINDTODEVICE, receiving packet info, bound to the wildcard address or a group and `options->port`.
 ///
 /// Returns the descriptor and stores the bound port (host order) in `bound_port`; on failure returns -errno,
 /// stores the failed step in `failed_step` and leaves nothing open.
-int sp_udp_open(int family, const char *interface, uint16_t port, uint16_t *bound_port,
-                sp_udp_open_step *failed_step);
+int sp_udp_socket(const sp_udp_options *options, uint16_t *bound_port, sp_udp_step *failed_step);
 
 /// What sp_udp_receive learnt about one datagram besides its payload.
 typedef struct sp_udp_datagram_info {
@@ -76,51 +113,6 @@ ssize_t sp_udp_receive(int fd, uint8_t *buffer, size_t capacity, sp_udp_datagram
 ssize_t sp_udp_send(int fd, int family, const uint8_t *bytes, size_t length, const uint8_t *destination_address,
                     uint16_t destination_port, uint32_t destination_scope_id, const uint8_t *source_address,
                     uint32_t interface_index);
-
-/// The step of sp_mdns_open that failed.
-typedef enum __attribute__((enum_extensibility(closed))) sp_mdns_open_step {
-    SP_MDNS_OPEN_STEP_NONE SP_SWIFT_NAME(noFailure) = 0,
-    /// The family is neither AF_INET nor AF_INET6 (-EAFNOSUPPORT), or the interface index is 0 (-ENODEV).
-    SP_MDNS_OPEN_STEP_ARGUMENTS SP_SWIFT_NAME(arguments),
-    /// socket(2).
-    SP_MDNS_OPEN_STEP_SOCKET SP_SWIFT_NAME(socket),
-    /// setsockopt SO_REUSEADDR.
-    SP_MDNS_OPEN_STEP_REUSE_ADDRESS SP_SWIFT_NAME(reuseAddress),
-    /// setsockopt SO_REUSEPORT.
-    SP_MDNS_OPEN_STEP_REUSE_PORT SP_SWIFT_NAME(reusePort),
-    /// setsockopt IPV6_V6ONLY.
-    SP_MDNS_OPEN_STEP_V6_ONLY SP_SWIFT_NAME(v6Only),
-    /// setsockopt SO_BINDTOIFINDEX (IPv4; IPv6 binds the device through the group's scope).
-    SP_MDNS_OPEN_STEP_BIND_TO_DEVICE SP_SWIFT_NAME(bindToDevice),
-    /// bind(2) to 224.0.0.251:5353 or [ff02::fb%index]:5353.
-    SP_MDNS_OPEN_STEP_BIND SP_SWIFT_NAME(bind),
-    /// setsockopt IP_ADD_MEMBERSHIP / IPV6_JOIN_GROUP.
-    SP_MDNS_OPEN_STEP_JOIN SP_SWIFT_NAME(join),
-    /// setsockopt IP_MULTICAST_IF / IPV6_MULTICAST_IF.
-    SP_MDNS_OPEN_STEP_MULTICAST_INTERFACE SP_SWIFT_NAME(multicastInterface),
-    /// setsockopt IP_MULTICAST_TTL / IPV6_MULTICAST_HOPS.
-    SP_MDNS_OPEN_STEP_MULTICAST_TTL SP_SWIFT_NAME(multicastTTL),
-    /// setsockopt IP_TTL / IPV6_UNICAST_HOPS.
-    SP_MDNS_OPEN_STEP_UNICAST_TTL SP_SWIFT_NAME(unicastTTL),
-    /// setsockopt IP_MULTICAST_LOOP / IPV6_MULTICAST_LOOP.
-    SP_MDNS_OPEN_STEP_MULTICAST_LOOP SP_SWIFT_NAME(multicastLoop),
-    /// setsockopt IP_MULTICAST_ALL / IPV6_MULTICAST_ALL (off).
-    SP_MDNS_OPEN_STEP_MULTICAST_ALL SP_SWIFT_NAME(multicastAll),
-    /// setsockopt IP_PKTINFO / IPV6_RECVPKTINFO.
-    SP_MDNS_OPEN_STEP_PACKET_INFO SP_SWIFT_NAME(packetInfo),
-} sp_mdns_open_step;
-
-/// Opens the mDNS socket of one interface and one family (AF_INET or AF_INET6): UDP, non-blocking,
-/// close-on-exec, SO_REUSEADDR and SO_REUSEPORT (so it shares port 5353 with avahi-daemon in either start order),
-/// bound to the group and port 5353 (224.0.0.251, or ff02::fb with `interface_index` as scope, which also binds
-/// the socket to that device), joined to the group on `interface_index`, sending multicast out of that interface
-/// with TTL / hop limit 255 and looped back to local listeners, unicast with TTL / hop limit 255, receiving
-/// packet info. IPv4 binds the device with SO_BINDTOIFINDEX; both families turn IP(V6)_MULTICAST_ALL off, so only
-/// the group joined on this interface is delivered.
-///
-/// Returns the descriptor; on failure returns -errno, stores the failed step in `failed_step` and leaves nothing
-/// open.
-int sp_mdns_open(int family, uint32_t interface_index, sp_mdns_open_step *failed_step);
 
 /// Wall-clock time (CLOCK_REALTIME) in nanoseconds since the Unix epoch.
 int64_t sp_wall_clock_ns(void);

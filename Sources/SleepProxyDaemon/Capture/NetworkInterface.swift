@@ -78,7 +78,7 @@ public struct NetworkInterface: Sendable, Hashable {
     public static func all() throws -> [NetworkInterface] {
         var list: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&list) == 0 else {
-            throw NetworkInterfaceError.systemCall("getifaddrs", errno: errno)
+            throw NetworkInterfaceError.listFailed(SystemCallError("list the network interfaces (getifaddrs)"))
         }
         defer { freeifaddrs(list) }
 
@@ -152,6 +152,14 @@ public struct NetworkInterface: Sendable, Hashable {
         return interface
     }
 
+    /// The name of the interface with index `index` in the calling thread's network namespace; nil if there is
+    /// none.
+    public static func name(ofIndex index: UInt32) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
+        guard index != 0, if_indextoname(index, &buffer) != nil else { return nil }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     private static func prefixLength(_ netmask: UnsafeMutablePointer<sockaddr>?, family: Int32) -> Int {
         guard let netmask, Int32(netmask.pointee.sa_family) == family else {
             return family == AF_INET ? 32 : 128
@@ -195,18 +203,21 @@ public struct NetworkInterfaceError: Error, Sendable, Hashable, CustomStringConv
     }
 
     public let code: Code
+    /// The system call that failed, with its `errno`, if one failed.
+    public let systemCallError: SystemCallError?
     public let description: String
 
-    private init(_ code: Code, _ description: String) {
+    private init(_ code: Code, _ description: String, call: SystemCallError? = nil) {
         self.code = code
         self.description = description
+        self.systemCallError = call
     }
 
     static func notFound(_ name: String) -> NetworkInterfaceError {
         NetworkInterfaceError(.notFound, "no interface '\(name)' in this network namespace")
     }
 
-    static func systemCall(_ call: String, errno code: Int32) -> NetworkInterfaceError {
-        NetworkInterfaceError(.systemCallFailed, "\(call) failed: \(String(cString: strerror(code)))")
+    static func listFailed(_ call: SystemCallError) -> NetworkInterfaceError {
+        NetworkInterfaceError(.systemCallFailed, call.description, call: call)
     }
 }

@@ -59,31 +59,31 @@ public final class ControlServer: @unchecked Sendable {
         }
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else {
-            throw DaemonError(description: "control socket \(path): socket: \(String(cString: strerror(errno)))")
+            throw DaemonError(description: "\(SystemCallError("control socket \(path): socket"))")
         }
         // Created with no permissions for others at all, then opened up to the group: never briefly world-open.
         let previous = umask(0o177)
         let bound = Self.withAddress(path) { bind(descriptor, $0, $1) }
         umask(previous)
         guard bound == 0 else {
-            let reason = String(cString: strerror(errno))
+            let failure = SystemCallError("control socket \(path): bind")
             close(descriptor)
-            throw DaemonError(description: "control socket \(path): bind: \(reason)")
+            throw DaemonError(description: "\(failure)")
         }
         // A socket is created with the process's group already; chown only to change it (the systemd unit's
         // system call filter refuses chown, and needs none with the default group).
         if let group, group != getegid(), chown(path, uid_t.max, group) != 0 {
-            let reason = String(cString: strerror(errno))
+            let failure = SystemCallError("control socket \(path): cannot give it to group \(group)")
             close(descriptor)
             unlink(path)
-            throw DaemonError(description: "control socket \(path): cannot give it to group \(group): \(reason)")
+            throw DaemonError(description: "\(failure)")
         }
         chmod(path, 0o660)
         guard listen(descriptor, 16) == 0 else {
-            let reason = String(cString: strerror(errno))
+            let failure = SystemCallError("control socket \(path): listen")
             close(descriptor)
             unlink(path)
-            throw DaemonError(description: "control socket \(path): listen: \(reason)")
+            throw DaemonError(description: "\(failure)")
         }
         _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
         listener = descriptor

@@ -8,26 +8,27 @@ import Synchronization
 #endif
 
 /// A UDP socket on one interface that reports where each datagram arrived (destination address, interface) and
-/// sends with a chosen source address and interface.
+/// sends with a chosen source address and interface. SwiftNIO's datagram channel can receive packet info but cannot
+/// set the source of what it sends, hence this thin socket. The daemon opens two kinds, which differ only in what
+/// they bind to and the options that follow from it:
 ///
-/// A sleep proxy must answer a registration from exactly the address and port the client sent it to, on the
-/// interface it arrived on (PROTOCOL.md section 6 item 7). SwiftNIO's datagram channel can receive packet info
-/// but cannot set the source of what it sends, hence this thin socket.
+/// - A registration socket, ``init(family:interface:port:)``: bound to the wildcard address and a port. A sleep
+///   proxy must answer a registration from exactly the address and port the client sent it to, on the interface it
+///   arrived on (PROTOCOL.md section 6 item 7): ``reply(_:to:)`` does that.
+/// - An mDNS socket, ``multicastDNS(family:interfaceIndex:)``: bound to the mDNS group and port 5353, sharing the
+///   port with an avahi-daemon on the same host.
 ///
-/// The socket is bound to the wildcard address and ``localPort`` and, with `SO_BINDTODEVICE`, to one
-/// interface: datagrams arriving on other interfaces (loopback included) never reach it. It is non-blocking;
-/// wait for readability on ``fileDescriptor`` (a `DispatchSourceRead`) and then call ``receive()`` until it
-/// returns `nil`. IPv6 sockets are IPv6-only (`IPV6_V6ONLY`); open one socket per family.
+/// Every socket is bound to its interface with `SO_BINDTODEVICE`: datagrams arriving on other interfaces (loopback
+/// included) never reach it. It is non-blocking; wait for readability on ``fileDescriptor`` (a `DispatchSourceRead`)
+/// and then call ``receive()`` until it returns `nil`. IPv6 sockets are IPv6-only (`IPV6_V6ONLY`); open one socket
+/// per family.
 ///
-/// `SO_REUSEADDR` is set, so on Linux a second socket of this kind may bind the same port on the same interface;
-/// the kernel then delivers each unicast datagram to only one of them, the most recently bound.
+/// The socket is created on the calling thread and belongs to that thread's network namespace for its whole life.
 ///
-/// The socket is created on the calling thread and belongs to that thread's network namespace for its whole
-/// life.
-///
-/// It is `Sendable`: the descriptor sits behind a lock, and ``receive()``, ``send(_:to:scopeID:from:interfaceIndex:)``
-/// and ``close()`` never block, so they may be called from any thread. The daemon uses each socket from one serial
-/// queue. Cancel a dispatch source on ``fileDescriptor`` (and wait for its cancel handler) before ``close()``.
+/// It is `Sendable`: the descriptor sits behind a lock, and ``receive()``,
+/// ``send(_:to:scopeID:from:interfaceIndex:)`` and ``close()`` never block, so they may be called from any thread.
+/// The daemon uses each socket from one serial queue. Cancel a dispatch source on ``fileDescriptor`` (and wait for
+/// its cancel handler) before ``close()``.
 public final class DatagramSocket: Sendable {
     /// An address family.
     public struct Family: Sendable, Hashable, CustomStringConvertible {
@@ -63,11 +64,19 @@ public final class DatagramSocket: Sendable {
             }
         }
 
-        /// `0.0.0.0:port` or `[::]:port`.
-        func wildcard(port: UInt16) -> String {
+        /// `0.0.0.0` or `::`.
+        var wildcard: IPAddress {
             switch backing {
-            case .ipv4: "0.0.0.0:\(port)"
-            case .ipv6: "[::]:\(port)"
+            case .ipv4: .v4(.any)
+            case .ipv6: .v6(.unspecified)
+            }
+        }
+
+        /// `224.0.0.251` or `ff02::fb`.
+        var multicastDNSGroup: IPAddress {
+            switch backing {
+            case .ipv4: MulticastDNS.ipv4Group.address
+            case .ipv6: MulticastDNS.ipv6Group.address
             }
         }
 
@@ -83,10 +92,14 @@ public final class DatagramSocket: Sendable {
     public static let maximumDatagramSize = 65_535
 
     public let family: Family
-    /// The interface the socket is bound to.
-    public let interface: String
-    /// The bound port (the kernel's choice when the socket was opened with port 0).
+    /// The name of the interface the socket is bound to, as it was when the socket was opened.
+    public let interfaceName: String
+    /// The index of that interface.
+    public let interfaceIndex: UInt32
+    /// The bound port (the kernel's choice when a registration socket was opened with port 0).
     public let localPort: UInt16
+    /// The multicast group the socket is bound to and has joined; nil for a socket on the wildcard address.
+    private let groupAddress: IPAddress?
 
     private let state: Mutex<State>
 
@@ -96,28 +109,128 @@ public final class DatagramSocket: Sendable {
         var buffer: [UInt8]
     }
 
-    /// Opens a socket of `family` on `interface`, bound to the wildcard address and `port` (0: an ephemeral port).
+    /// What a socket binds to, and the options beyond those every socket has.
+    private struct Setup {
+        /// The multicast group to bind to and join; nil for the wildcard address.
+        var group: IPAddress?
+        var port: UInt16
+        /// `SO_REUSEPORT` as well as `SO_REUSEADDR`.
+        var sharesPort: Bool
+        /// The TTL / hop limit of everything sent, unicast and multicast; 0 keeps the system's defaults.
+        var hopLimit: Int32
+    }
+
+    /// The group and port the socket is bound to (`224.0.0.251:5353`, `[ff02::fb]:5353`); nil for a socket on the
+    /// wildcard address.
+    public var group: Endpoint? {
+        groupAddress.map { Endpoint(address: $0, port: localPort) }
+    }
+
+    /// Opens a registration socket of `family` on `interface`, bound to the wildcard address and `port` (0: an
+    /// ephemeral port).
+    ///
+    /// `SO_REUSEADDR` is set, so on Linux a second socket of this kind may bind the same port on the same interface;
+    /// the kernel then delivers each unicast datagram to only one of them, the most recently bound.
     ///
     /// - Throws: ``DatagramSocketError`` with code ``DatagramSocketError/Code/interfaceNotFound`` if there is no
     ///   such interface in the calling thread's network namespace, ``DatagramSocketError/Code/addressInUse`` if
     ///   another socket holds the port without `SO_REUSEADDR`, ``DatagramSocketError/Code/permissionDenied``
     ///   if a capability is missing, ``DatagramSocketError/Code/openFailed`` otherwise.
-    public init(family: Family, interface: String, port: UInt16) throws {
+    public convenience init(family: Family, interface: String, port: UInt16) throws {
+        // An unknown name leaves the index 0: SO_BINDTODEVICE then reports the missing interface.
+        try self.init(
+            family: family,
+            interfaceName: interface,
+            interfaceIndex: if_nametoindex(interface),
+            setup: Setup(group: nil, port: port, sharesPort: false, hopLimit: 0)
+        )
+    }
+
+    /// Opens the mDNS socket of `family` on the interface with index `interfaceIndex`: it receives what is sent to
+    /// the mDNS group on that interface and sends multicast and unicast mDNS from port 5353.
+    ///
+    /// The socket is bound to the group address, `224.0.0.251:5353` or `[ff02::fb%interface]:5353`, not to the
+    /// wildcard. Linux then delivers to it only datagrams sent to the group; unicast datagrams to one of the host's
+    /// own addresses on port 5353 keep going to a wildcard-bound avahi-daemon (a socket bound to the group never
+    /// matches a unicast destination, and it is not in avahi's `SO_REUSEPORT` group, which holds only sockets bound
+    /// to the same address). Every multicast datagram reaches both: the kernel hands a copy to each matching socket.
+    ///
+    /// Sharing port 5353 with avahi-daemon: avahi 0.8 first binds `0.0.0.0:5353` / `[::]:5353` without reuse
+    /// options and sets `SO_REUSEADDR` and `SO_REUSEPORT` right after that bind succeeds; if it fails with
+    /// `EADDRINUSE`, it logs "Detected another IPv4 mDNS stack running on this host" and binds again with both
+    /// options set. This socket sets both before binding, so both start orders work; when avahi starts second it
+    /// logs that warning once.
+    ///
+    /// Besides `SO_BINDTODEVICE` (and, for IPv6, the scope of `ff02::fb`), `IP_MULTICAST_ALL` /
+    /// `IPV6_MULTICAST_ALL` are off. Without that, a socket bound to the group would also receive the group's
+    /// datagrams from every other interface on which anybody on the host (avahi) joined it.
+    ///
+    /// Sending: multicast leaves through the socket's interface, with TTL / hop limit 255 as RFC 6762 requires for
+    /// every mDNS packet (unicast too), and is looped back to local members of the group (`IP_MULTICAST_LOOP`): an
+    /// avahi-daemon on the same host sees our announcements, and so does this socket itself. A looped-back datagram
+    /// carries the interface's own source address and port 5353, exactly like one from a local avahi-daemon, so
+    /// recognise your own packets by content, not by source. Without a `source`, Linux picks the interface's primary
+    /// IPv4 address for IPv4 multicast, the link-local address for IPv6 multicast, and the route's preferred source
+    /// for unicast (for a ULA destination on the link, the ULA); the source port is always 5353.
+    ///
+    /// Closing the socket leaves the group.
+    ///
+    /// - Throws: ``DatagramSocketError`` with code ``DatagramSocketError/Code/interfaceNotFound`` if the calling
+    ///   thread's network namespace has no such interface, ``DatagramSocketError/Code/addressInUse`` if another
+    ///   socket holds port 5353 without `SO_REUSEADDR`, ``DatagramSocketError/Code/permissionDenied`` if a
+    ///   capability is missing, ``DatagramSocketError/Code/openFailed`` otherwise.
+    public static func multicastDNS(family: Family, interfaceIndex: UInt32) throws -> DatagramSocket {
+        let group = family.multicastDNSGroup
+        guard let name = NetworkInterface.name(ofIndex: interfaceIndex) else {
+            throw DatagramSocketError.interfaceNotFound(
+                index: interfaceIndex,
+                socket: Endpoint(address: group, port: MulticastDNS.port)
+            )
+        }
+        return try DatagramSocket(
+            family: family,
+            interfaceName: name,
+            interfaceIndex: interfaceIndex,
+            setup: Setup(group: group, port: MulticastDNS.port, sharesPort: true, hopLimit: 255)
+        )
+    }
+
+    private init(family: Family, interfaceName: String, interfaceIndex: UInt32, setup: Setup) throws {
         var boundPort: UInt16 = 0
-        var failedStep = sp_udp_open_step.noFailure
-        let result = sp_udp_open(family.addressFamily, interface, port, &boundPort, &failedStep)
+        var failedStep = sp_udp_step.noFailure
+        let groupBytes = setup.group?.bytes
+        let result = interfaceName.withCString { name in
+            Self.withOptionalBuffer(groupBytes) { group in
+                var options = sp_udp_options(
+                    family: family.addressFamily,
+                    interface_name: name,
+                    interface_index: interfaceIndex,
+                    group: group,
+                    port: setup.port,
+                    share_port: setup.sharesPort ? 1 : 0,
+                    hop_limit: setup.hopLimit
+                )
+                return sp_udp_socket(&options, &boundPort, &failedStep)
+            }
+        }
         guard result >= 0 else {
             throw DatagramSocketError.openFailed(
                 step: failedStep,
                 errno: -result,
-                family: family,
-                interface: interface,
-                port: port
+                socket: DatagramSocketName(
+                    family: family,
+                    group: setup.group,
+                    port: setup.port,
+                    interfaceName: interfaceName,
+                    interfaceIndex: interfaceIndex
+                )
             )
         }
         self.family = family
-        self.interface = interface
+        self.interfaceName = interfaceName
+        self.interfaceIndex = interfaceIndex
         self.localPort = boundPort
+        self.groupAddress = setup.group
         self.state = Mutex(State(descriptor: result, buffer: [UInt8](repeating: 0, count: Self.maximumDatagramSize)))
     }
 
@@ -130,14 +243,16 @@ public final class DatagramSocket: Sendable {
         state.withLock { $0.descriptor }
     }
 
-    /// Receives one pending datagram, or returns `nil` if none is pending.
+    /// Receives one pending datagram, or returns `nil` if none is pending. On an mDNS socket that is a datagram
+    /// sent to the group on this interface (our own multicast included, looped back); its
+    /// ``ReceivedDatagram/destination`` is the group.
     ///
     /// - Throws: ``DatagramSocketError`` with code ``DatagramSocketError/Code/closed`` after ``close()``,
     ///   ``DatagramSocketError/Code/receiveFailed`` if `recvmsg` fails or the kernel reported no packet info.
     public func receive() throws -> ReceivedDatagram? {
         try state.withLock { state throws(DatagramSocketError) -> ReceivedDatagram? in
             guard state.descriptor >= 0 else {
-                throw DatagramSocketError.closed(operation: "receive", socket: describeLocal())
+                throw DatagramSocketError.closed(operation: "receive", socket: name)
             }
             var info = sp_udp_datagram_info()
             let descriptor = state.descriptor
@@ -147,21 +262,19 @@ public final class DatagramSocket: Sendable {
             if count < 0 {
                 let code = Int32(-count)
                 if code == EAGAIN || code == EWOULDBLOCK { return nil }
-                throw DatagramSocketError.receiveFailed(socket: describeLocal(), reason: errorText(code), errno: code)
+                throw DatagramSocketError.receiveFailed(socket: name, errno: code)
             }
             guard let sourceAddress = Self.address(family: info.source_family, bytes: info.source_address) else {
                 throw DatagramSocketError.receiveFailed(
-                    socket: describeLocal(),
-                    reason: "the source address has unknown family \(info.source_family)",
-                    errno: nil
+                    socket: name,
+                    problem: "the source address has unknown family \(info.source_family)"
                 )
             }
             guard let destination = Self.address(family: info.destination_family, bytes: info.destination_address)
             else {
                 throw DatagramSocketError.receiveFailed(
-                    socket: describeLocal(),
-                    reason: "no packet info arrived with the datagram from \(sourceAddress)",
-                    errno: nil
+                    socket: name,
+                    problem: "no packet info arrived with the datagram from \(sourceAddress)"
                 )
             }
             return ReceivedDatagram(
@@ -176,79 +289,80 @@ public final class DatagramSocket: Sendable {
         }
     }
 
-    /// Sends `bytes` to `destination` from `source` (an address of this host, of the socket's family) out of
-    /// the interface with index `interfaceIndex`. The source port is ``localPort``.
+    /// Sends `bytes` to `destination` from port ``localPort``.
     ///
     /// - Parameters:
     ///   - scopeID: the IPv6 scope (interface index) of a link-local `destination`, as received in
     ///     ``ReceivedDatagram/sourceScopeID``; 0 otherwise. Linux rejects (`EINVAL`) a scope that differs from a
-    ///     non-zero `interfaceIndex`.
-    ///   - source: the source address: it must be assigned to this host, otherwise Linux rejects it (`EINVAL`).
-    ///     Never a multicast address: reply to a multicast datagram from an address of the interface.
-    ///   - interfaceIndex: the outgoing interface; 0 lets the kernel choose (the socket's interface).
+    ///     non-zero outgoing interface. A datagram to the socket's ``group`` with scope 0 gets the outgoing
+    ///     interface as its scope.
+    ///   - source: the source address, set with packet info: it must be assigned to this host, otherwise Linux
+    ///     rejects it (`EINVAL` for IPv6, `ENETUNREACH` or `EINVAL` for IPv4). Never a multicast address: reply to
+    ///     a multicast datagram from an address of the interface. Reply to a unicast query from the address it was
+    ///     sent to: queriers such as `dig` use a connected socket and drop replies from any other address. `nil`
+    ///     lets Linux choose (see ``multicastDNS(family:interfaceIndex:)``).
+    ///   - interfaceIndex: the outgoing interface; `nil` is ``interfaceIndex``, 0 lets the kernel choose (the
+    ///     socket's interface).
     /// - Throws: ``DatagramSocketError`` with code ``DatagramSocketError/Code/addressFamilyMismatch``,
     ///   ``DatagramSocketError/Code/sendFailed`` or ``DatagramSocketError/Code/closed``.
     public func send(
         _ bytes: [UInt8],
         to destination: Endpoint,
-        scopeID: UInt32,
-        from source: IPAddress,
-        interfaceIndex: UInt32
+        scopeID: UInt32 = 0,
+        from source: IPAddress? = nil,
+        interfaceIndex: UInt32? = nil
     ) throws {
-        let what = "UDP from \(Endpoint(address: source, port: localPort)) to \(destination)"
-        for address in [destination.address, source] where !family.contains(address) {
-            throw DatagramSocketError.addressFamilyMismatch(
-                send: what,
-                socket: describeLocal(),
-                address: address,
-                family: family
-            )
+        let from = source.map { " from \(Endpoint(address: $0, port: localPort))" } ?? ""
+        let what = "UDP\(from) to \(destination)"
+        for address in [destination.address] + (source.map { [$0] } ?? []) where !family.contains(address) {
+            throw DatagramSocketError.addressFamilyMismatch(send: what, socket: name, address: address, family: family)
         }
+        let outgoing = interfaceIndex ?? self.interfaceIndex
+        let scope = scopeID == 0 && destination.address == groupAddress ? outgoing : scopeID
+        let via =
+            switch outgoing {
+            case self.interfaceIndex: ""
+            case 0: " (outgoing interface left to the kernel)"
+            default: " (outgoing interface index \(outgoing))"
+            }
         try state.withLock { state throws(DatagramSocketError) in
             guard state.descriptor >= 0 else {
-                throw DatagramSocketError.closed(operation: "send \(what)", socket: describeLocal())
+                throw DatagramSocketError.closed(operation: "send \(what)", socket: name)
             }
+            let descriptor = state.descriptor
+            let addressFamily = family.addressFamily
             let result = bytes.withUnsafeBufferPointer { payload in
                 destination.address.bytes.withUnsafeBufferPointer { destinationBytes in
-                    source.bytes.withUnsafeBufferPointer { sourceBytes in
+                    Self.withOptionalBuffer(source?.bytes) { sourceBytes in
                         sp_udp_send(
-                            state.descriptor,
-                            family.addressFamily,
+                            descriptor,
+                            addressFamily,
                             payload.baseAddress,
                             payload.count,
                             destinationBytes.baseAddress,
                             destination.port,
-                            scopeID,
-                            sourceBytes.baseAddress,
-                            interfaceIndex
+                            scope,
+                            sourceBytes,
+                            outgoing
                         )
                     }
                 }
             }
             if result < 0 {
-                let code = Int32(-result)
-                throw DatagramSocketError.sendFailed(
-                    send: what,
-                    interface: interface,
-                    interfaceIndex: interfaceIndex,
-                    reason: errorText(code),
-                    errno: code
-                )
+                throw DatagramSocketError.sendFailed(send: what, socket: "\(name)\(via)", errno: Int32(-result))
             }
             if result != bytes.count {
                 throw DatagramSocketError.sendFailed(
                     send: what,
-                    interface: interface,
-                    interfaceIndex: interfaceIndex,
-                    reason: "only \(result) of \(bytes.count) bytes were sent",
-                    errno: nil
+                    socket: "\(name)\(via)",
+                    problem: "only \(result) of \(bytes.count) bytes were sent"
                 )
             }
         }
     }
 
     /// Replies to `datagram` with `bytes`: from the address and port it was sent to, to its source, on the
-    /// interface it arrived on. Only for datagrams sent to a unicast address.
+    /// interface it arrived on. Only for datagrams sent to a unicast address (on a registration socket).
     public func reply(_ bytes: [UInt8], to datagram: ReceivedDatagram) throws {
         try send(
             bytes,
@@ -259,7 +373,7 @@ public final class DatagramSocket: Sendable {
         )
     }
 
-    /// Closes the socket. Safe to call more than once.
+    /// Closes the socket (which leaves its group, if it joined one). Safe to call more than once.
     public func close() {
         state.withLock { state in
             guard state.descriptor >= 0 else { return }
@@ -268,9 +382,15 @@ public final class DatagramSocket: Sendable {
         }
     }
 
-    /// `UDP [::]:5354 on eth0`.
-    private func describeLocal() -> String {
-        "UDP \(family.wildcard(port: localPort)) on \(interface)"
+    /// `UDP [::]:5354 on eth0 (index 2)`, `UDP 224.0.0.251:5353 on eth0 (index 2)`.
+    private var name: DatagramSocketName {
+        DatagramSocketName(
+            family: family,
+            group: groupAddress,
+            port: localPort,
+            interfaceName: interfaceName,
+            interfaceIndex: interfaceIndex
+        )
     }
 
     private static func address<Bytes>(family: Int32, bytes: Bytes) -> IPAddress? {
@@ -281,6 +401,15 @@ public final class DatagramSocket: Sendable {
             default: nil
             }
         }
+    }
+
+    /// Calls `body` with a pointer to `bytes`, or with `nil`.
+    private static func withOptionalBuffer<Result>(
+        _ bytes: [UInt8]?,
+        _ body: (UnsafePointer<UInt8>?) -> Result
+    ) -> Result {
+        guard let bytes else { return body(nil) }
+        return bytes.withUnsafeBufferPointer { body($0.baseAddress) }
     }
 }
 
@@ -326,15 +455,36 @@ public struct ReceivedDatagram: Sendable, Hashable {
     }
 }
 
-/// `strerror` text for `code`.
-private func errorText(_ code: Int32) -> String {
-    String(cString: strerror(code))
+/// How messages name a socket: `UDP [::]:5354 on eth0 (index 2)`.
+struct DatagramSocketName: Sendable, CustomStringConvertible {
+    var family: DatagramSocket.Family
+    /// The group the socket is bound to; nil for the wildcard address.
+    var group: IPAddress?
+    var port: UInt16
+    var interfaceName: String
+    /// 0 if unknown.
+    var interfaceIndex: UInt32
+
+    /// `[::]:5354`, `224.0.0.251:5353`.
+    var local: Endpoint {
+        Endpoint(address: group ?? family.wildcard, port: port)
+    }
+
+    /// `eth0 (index 2)`, or `eth0` if the index is unknown.
+    var interface: String {
+        interfaceIndex == 0 ? interfaceName : "\(interfaceName) (index \(interfaceIndex))"
+    }
+
+    var description: String {
+        "UDP \(local) on \(interface)"
+    }
 }
 
 /// An error from opening or using a ``DatagramSocket``.
 ///
 /// Compare ``code`` to tell failures apart; ``description`` names the operation, the address and port, the
-/// interface and the system's reason, e.g. `bind UDP [::]:5354 on eth0: Address already in use`.
+/// interface and the system's reason, e.g. `bind UDP [::]:5354 on eth0 (index 2): Address already in use (another
+/// socket holds port 5354 without SO_REUSEADDR)`.
 public struct DatagramSocketError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What kind of failure this is.
     public struct Code: Sendable, Hashable, CustomStringConvertible {
@@ -355,13 +505,13 @@ public struct DatagramSocketError: Error, Sendable, Hashable, CustomStringConver
             self.backing = backing
         }
 
-        /// No interface of that name exists in the calling thread's network namespace (or the name is empty or
-        /// longer than 15 bytes).
+        /// No such interface exists in the calling thread's network namespace (or the name is empty or longer than
+        /// 15 bytes).
         public static let interfaceNotFound = Code(.interfaceNotFound)
-        /// A capability is missing (`CAP_NET_RAW` to bind to an interface, `CAP_NET_BIND_SERVICE` for a port
-        /// below 1024).
+        /// A capability is missing (`CAP_NET_RAW` to bind to an interface before Linux 5.7,
+        /// `CAP_NET_BIND_SERVICE` for a port below 1024).
         public static let permissionDenied = Code(.permissionDenied)
-        /// Another socket holds the port on this interface (or on all interfaces) without `SO_REUSEADDR`.
+        /// Another socket holds the port (for the address, or for the wildcard) without `SO_REUSEADDR`.
         public static let addressInUse = Code(.addressInUse)
         /// Opening failed for another reason.
         public static let openFailed = Code(.openFailed)
@@ -389,111 +539,131 @@ public struct DatagramSocketError: Error, Sendable, Hashable, CustomStringConver
     }
 
     public let code: Code
-    /// The `errno` of the failed system call, if one failed.
-    public let errorNumber: Int32?
+    /// The system call that failed, with its `errno`, if one failed.
+    public let systemCallError: SystemCallError?
     public let description: String
 
-    private init(_ code: Code, _ description: String, errno errorNumber: Int32?) {
+    /// The `errno` of the failed system call, if one failed.
+    public var errorNumber: Int32? { systemCallError?.code }
+
+    /// A failed system call, described as the call and the system's reason, then `hint`.
+    private init(_ code: Code, _ call: SystemCallError, hint: String = "") {
         self.code = code
-        self.description = description
-        self.errorNumber = errorNumber
+        self.systemCallError = call
+        self.description = "\(call)\(hint)"
     }
 
-    /// Maps a failed `sp_udp_open` to an error.
-    static func openFailed(
-        step: sp_udp_open_step,
-        errno number: Int32,
-        family: DatagramSocket.Family,
-        interface: String,
-        port: UInt16
-    ) -> DatagramSocketError {
-        let socket = "UDP \(family.wildcard(port: port))"
-        let reason = errorText(number)
-        switch step {
-        case .bindToDevice where number == EINVAL:
-            let length = interface.utf8.count
+    /// A failure that `problem` explains better than the system's reason for `call`, if there was a call.
+    private init(_ code: Code, operation: String, problem: String, call: SystemCallError? = nil) {
+        self.code = code
+        self.systemCallError = call
+        self.description = "\(operation): \(problem)"
+    }
+
+    static func interfaceNotFound(index: UInt32, socket: Endpoint) -> DatagramSocketError {
+        let operation = "open UDP \(socket) on interface index \(index)"
+        return DatagramSocketError(
+            .interfaceNotFound,
+            operation: operation,
+            problem: "there is no interface with index \(index) in this network namespace",
+            call: SystemCallError(operation, code: ENODEV)
+        )
+    }
+
+    /// Maps a failed `sp_udp_socket` to an error.
+    static func openFailed(step: sp_udp_step, errno number: Int32, socket: DatagramSocketName) -> DatagramSocketError {
+        let v4 = socket.family == .ipv4
+        let name = socket.interfaceName
+        let operation =
+            switch step {
+            case .arguments, .socket, .noFailure: "create \(socket)"
+            case .reuseAddress: "set SO_REUSEADDR on \(socket)"
+            case .reusePort: "set SO_REUSEPORT on \(socket)"
+            case .v6Only: "set IPV6_V6ONLY on \(socket)"
+            case .bindToDevice: "bind UDP \(socket.local) to interface '\(name)' (SO_BINDTODEVICE)"
+            case .packetInfo: "set \(v4 ? "IP_PKTINFO" : "IPV6_RECVPKTINFO") on \(socket)"
+            case .multicastAll: "clear \(v4 ? "IP_MULTICAST_ALL" : "IPV6_MULTICAST_ALL") on \(socket)"
+            case .multicastInterface: "set \(v4 ? "IP_MULTICAST_IF" : "IPV6_MULTICAST_IF") on \(socket)"
+            case .multicastLoop: "set \(v4 ? "IP_MULTICAST_LOOP" : "IPV6_MULTICAST_LOOP") on \(socket)"
+            case .multicastTTL: "set \(v4 ? "IP_MULTICAST_TTL" : "IPV6_MULTICAST_HOPS") on \(socket)"
+            case .unicastTTL: "set \(v4 ? "IP_TTL" : "IPV6_UNICAST_HOPS") on \(socket)"
+            case .bind: "bind \(socket)"
+            case .join:
+                "join \(socket.local.address) (\(v4 ? "IP_ADD_MEMBERSHIP" : "IPV6_JOIN_GROUP")) on \(socket)"
+            case .localName: "read the bound port of \(socket)"
+            }
+        let call = SystemCallError(operation, code: number)
+        let nameLength = name.utf8.count
+        switch number {
+        case EINVAL where step == .bindToDevice && !(1..<Int(IFNAMSIZ)).contains(nameLength):
             return DatagramSocketError(
                 .interfaceNotFound,
-                "bind \(socket) to interface '\(interface)': invalid interface name "
-                    + "(\(length) bytes; a name has 1 to \(IFNAMSIZ - 1))",
-                errno: number
+                operation: operation,
+                problem: "invalid interface name (\(nameLength) bytes; a name has 1 to \(IFNAMSIZ - 1))",
+                call: call
             )
-        case .bindToDevice where number == ENODEV:
+        case ENODEV, ENXIO:
             return DatagramSocketError(
                 .interfaceNotFound,
-                "bind \(socket) to interface '\(interface)': \(reason); "
-                    + "there is no interface '\(interface)' in this network namespace",
-                errno: number
+                call,
+                hint: "; there is no interface '\(name)' in this network namespace"
             )
-        case .bindToDevice where number == EPERM || number == EACCES:
+        case EPERM where step == .bindToDevice, EACCES where step == .bindToDevice:
             return DatagramSocketError(
                 .permissionDenied,
-                "bind \(socket) to interface '\(interface)' (SO_BINDTODEVICE): \(reason); "
-                    + "binding a socket to an interface needs CAP_NET_RAW",
-                errno: number
+                call,
+                hint: "; binding a socket to an interface needs CAP_NET_RAW"
             )
-        case .bind where number == EADDRINUSE:
+        case EPERM where step == .bind && (1..<1024).contains(socket.port),
+            EACCES where step == .bind && (1..<1024).contains(socket.port):
+            return DatagramSocketError(
+                .permissionDenied,
+                call,
+                hint: "; ports below 1024 need CAP_NET_BIND_SERVICE"
+            )
+        case EPERM, EACCES:
+            return DatagramSocketError(.permissionDenied, call)
+        case EADDRINUSE where step == .bind:
             return DatagramSocketError(
                 .addressInUse,
-                "bind \(socket) on \(interface): \(reason) "
-                    + "(another socket holds the port without SO_REUSEADDR)",
-                errno: number
-            )
-        case .bind where number == EACCES || number == EPERM:
-            return DatagramSocketError(
-                .permissionDenied,
-                "bind \(socket) on \(interface): \(reason); ports below 1024 need CAP_NET_BIND_SERVICE",
-                errno: number
+                call,
+                hint: " (another socket holds port \(socket.port) without SO_REUSEADDR)"
             )
         default:
-            let operation =
-                switch step {
-                case .socket, .family: "create"
-                case .reuseAddress: "set SO_REUSEADDR on"
-                case .v6Only: "set IPV6_V6ONLY on"
-                case .bindToDevice: "set SO_BINDTODEVICE on"
-                case .packetInfo:
-                    family == .ipv4 ? "set IP_PKTINFO on" : "set IPV6_RECVPKTINFO on"
-                case .localName: "read the bound port of"
-                case .bind, .noFailure: "bind"
-                }
-            let code = number == EPERM || number == EACCES ? Code.permissionDenied : Code.openFailed
-            return DatagramSocketError(code, "\(operation) \(socket) on \(interface): \(reason)", errno: number)
+            return DatagramSocketError(.openFailed, call)
         }
     }
 
-    static func receiveFailed(socket: String, reason: String, errno code: Int32?) -> DatagramSocketError {
-        DatagramSocketError(.receiveFailed, "receive on \(socket): \(reason)", errno: code)
+    static func receiveFailed(socket: DatagramSocketName, errno code: Int32) -> DatagramSocketError {
+        DatagramSocketError(.receiveFailed, SystemCallError("receive on \(socket)", code: code))
     }
 
-    static func sendFailed(
-        send what: String,
-        interface: String,
-        interfaceIndex: UInt32,
-        reason: String,
-        errno code: Int32?
-    ) -> DatagramSocketError {
-        DatagramSocketError(
-            .sendFailed,
-            "send \(what) on \(interface) (interface index \(interfaceIndex)): \(reason)",
-            errno: code
-        )
+    static func receiveFailed(socket: DatagramSocketName, problem: String) -> DatagramSocketError {
+        DatagramSocketError(.receiveFailed, operation: "receive on \(socket)", problem: problem)
+    }
+
+    static func sendFailed(send what: String, socket: String, errno code: Int32) -> DatagramSocketError {
+        DatagramSocketError(.sendFailed, SystemCallError("send \(what) on \(socket)", code: code))
+    }
+
+    static func sendFailed(send what: String, socket: String, problem: String) -> DatagramSocketError {
+        DatagramSocketError(.sendFailed, operation: "send \(what) on \(socket)", problem: problem)
     }
 
     static func addressFamilyMismatch(
         send what: String,
-        socket: String,
+        socket: DatagramSocketName,
         address: IPAddress,
         family: DatagramSocket.Family
     ) -> DatagramSocketError {
         DatagramSocketError(
             .addressFamilyMismatch,
-            "send \(what) on \(socket): \(address) is not an \(family) address",
-            errno: nil
+            operation: "send \(what) on \(socket)",
+            problem: "\(address) is not an \(family) address"
         )
     }
 
-    static func closed(operation: String, socket: String) -> DatagramSocketError {
-        DatagramSocketError(.closed, "\(operation) on \(socket): the socket is closed", errno: nil)
+    static func closed(operation: String, socket: DatagramSocketName) -> DatagramSocketError {
+        DatagramSocketError(.closed, operation: "\(operation) on \(socket)", problem: "the socket is closed")
     }
 }

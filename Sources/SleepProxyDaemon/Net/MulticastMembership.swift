@@ -72,11 +72,9 @@ public final class MulticastMembership: Sendable {
     ///   namespace has no such interface (or `interfaceIndex` is 0), ``MulticastMembershipError/Code/openFailed``
     ///   if the socket cannot be opened.
     public init(interfaceIndex: UInt32) throws {
-        var nameBuffer = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
-        guard interfaceIndex != 0, if_indextoname(interfaceIndex, &nameBuffer) != nil else {
+        guard let name = NetworkInterface.name(ofIndex: interfaceIndex) else {
             throw MulticastMembershipError.interfaceNotFound(index: interfaceIndex)
         }
-        let name = String(decoding: nameBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let descriptor = sp_ipv6_membership_socket()
         guard descriptor >= 0 else {
             throw MulticastMembershipError.openFailed(
@@ -244,11 +242,6 @@ private struct NamespaceIdentity: Sendable, Hashable {
     }
 }
 
-/// `strerror` text for `code`.
-private func errorText(_ code: Int32) -> String {
-    String(cString: strerror(code))
-}
-
 /// An error from joining or leaving groups through a ``MulticastMembership``.
 ///
 /// Compare ``code`` to tell failures apart; ``description`` names the operation, the group, the interface and the
@@ -308,22 +301,25 @@ public struct MulticastMembershipError: Error, Sendable, Hashable, CustomStringC
     }
 
     public let code: Code
-    /// The `errno` of the failed system call, if one failed.
-    public let errorNumber: Int32?
+    /// The system call that failed, with its `errno`, if one failed.
+    public let systemCallError: SystemCallError?
     public let description: String
 
-    private init(_ code: Code, _ description: String, errno errorNumber: Int32?) {
+    /// The `errno` of the failed system call, if one failed.
+    public var errorNumber: Int32? { systemCallError?.code }
+
+    private init(_ code: Code, _ description: String, call: SystemCallError?) {
         self.code = code
         self.description = description
-        self.errorNumber = errorNumber
+        self.systemCallError = call
     }
 
     static func interfaceNotFound(index: UInt32) -> MulticastMembershipError {
-        MulticastMembershipError(
+        let operation = "open IPv6 multicast memberships on interface index \(index)"
+        return MulticastMembershipError(
             .interfaceNotFound,
-            "open IPv6 multicast memberships on interface index \(index): there is no interface with index "
-                + "\(index) in this network namespace",
-            errno: ENODEV
+            "\(operation): there is no interface with index \(index) in this network namespace",
+            call: SystemCallError(operation, code: ENODEV)
         )
     }
 
@@ -331,16 +327,13 @@ public struct MulticastMembershipError: Error, Sendable, Hashable, CustomStringC
         MulticastMembershipError(
             .invalidGroup,
             "join \(group) on \(interface): \(group) is not a multicast address",
-            errno: nil
+            call: nil
         )
     }
 
     static func openFailed(errno number: Int32, interface: String) -> MulticastMembershipError {
-        MulticastMembershipError(
-            .openFailed,
-            "create a UDP socket for IPv6 multicast memberships on \(interface): \(errorText(number))",
-            errno: number
-        )
+        let call = SystemCallError("create a UDP socket for IPv6 multicast memberships on \(interface)", code: number)
+        return MulticastMembershipError(.openFailed, call.description, call: call)
     }
 
     /// Maps a failed `IPV6_JOIN_GROUP` / `IPV6_LEAVE_GROUP` to an error.
@@ -357,22 +350,19 @@ public struct MulticastMembershipError: Error, Sendable, Hashable, CustomStringC
         default:
             code = join ? .joinFailed : .leaveFailed
         }
-        return MulticastMembershipError(
-            code,
-            "\(operation) on \(interface): \(errorText(number))\(hint)",
-            errno: number
-        )
+        let call = SystemCallError("\(operation) on \(interface)", code: number)
+        return MulticastMembershipError(code, "\(call)\(hint)", call: call)
     }
 
     static func limitReached(group: IPv6Address, interface: String, errno number: Int32, joined: Int, sockets: Int)
         -> MulticastMembershipError
     {
-        MulticastMembershipError(
+        let call = SystemCallError("join \(group) (IPV6_JOIN_GROUP) on \(interface)", code: number)
+        return MulticastMembershipError(
             .limitReached,
-            "join \(group) (IPV6_JOIN_GROUP) on \(interface): \(errorText(number)) even on a fresh socket, "
-                + "with \(joined) groups joined on \(sockets) sockets; the kernel is out of memory, or "
-                + "net.core.optmem_max is too small for one membership",
-            errno: number
+            "\(call) even on a fresh socket, with \(joined) groups joined on \(sockets) sockets; the kernel is out "
+                + "of memory, or net.core.optmem_max is too small for one membership",
+            call: call
         )
     }
 
@@ -382,11 +372,11 @@ public struct MulticastMembershipError: Error, Sendable, Hashable, CustomStringC
             "join \(group) (IPV6_JOIN_GROUP) on \(interface): the sockets in use are full and a new one would be "
                 + "opened in the calling thread's network namespace, which is not the one the membership was "
                 + "opened in",
-            errno: nil
+            call: nil
         )
     }
 
     static func closed(operation: String, interface: String) -> MulticastMembershipError {
-        MulticastMembershipError(.closed, "\(operation) on \(interface): the membership is closed", errno: nil)
+        MulticastMembershipError(.closed, "\(operation) on \(interface): the membership is closed", call: nil)
     }
 }

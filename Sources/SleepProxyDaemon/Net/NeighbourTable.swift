@@ -64,11 +64,9 @@ public final class NeighbourTable: Sendable {
     ///   namespace has no such interface, ``NeighbourTableError/Code/openFailed`` if the netlink socket cannot be
     ///   opened.
     public init(interfaceIndex: UInt32) throws {
-        var nameBuffer = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
-        guard interfaceIndex != 0, if_indextoname(interfaceIndex, &nameBuffer) != nil else {
+        guard let name = NetworkInterface.name(ofIndex: interfaceIndex) else {
             throw NeighbourTableError.interfaceNotFound(index: interfaceIndex)
         }
-        let name = String(decoding: nameBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         var portID: UInt32 = 0
         var failedStep = sp_netlink_open_step.noFailure
         let result = sp_netlink_route_open(Self.answerTimeoutMilliseconds, &portID, &failedStep)
@@ -205,11 +203,6 @@ public final class NeighbourTable: Sendable {
     }
 }
 
-/// `strerror` text for `code`.
-private func errorText(_ code: Int32) -> String {
-    String(cString: strerror(code))
-}
-
 /// An error from opening or changing a ``NeighbourTable``.
 ///
 /// Compare ``code`` to tell failures apart; ``description`` names the operation, the address and MAC, the
@@ -259,22 +252,25 @@ public struct NeighbourTableError: Error, Sendable, Hashable, CustomStringConver
     }
 
     public let code: Code
-    /// The `errno` of the failed system call or the kernel's error code, if there was one.
-    public let errorNumber: Int32?
+    /// The system call that failed, with its `errno` or the kernel's error code, if there was one.
+    public let systemCallError: SystemCallError?
     public let description: String
 
-    private init(_ code: Code, _ description: String, errno errorNumber: Int32?) {
+    /// The `errno` of the failed system call or the kernel's error code, if there was one.
+    public var errorNumber: Int32? { systemCallError?.code }
+
+    private init(_ code: Code, _ description: String, call: SystemCallError?) {
         self.code = code
         self.description = description
-        self.errorNumber = errorNumber
+        self.systemCallError = call
     }
 
     static func interfaceNotFound(index: UInt32) -> NeighbourTableError {
-        NeighbourTableError(
+        let operation = "open the neighbour table of interface index \(index)"
+        return NeighbourTableError(
             .interfaceNotFound,
-            "open the neighbour table of interface index \(index): there is no interface with index \(index) "
-                + "in this network namespace",
-            errno: ENODEV
+            "\(operation): there is no interface with index \(index) in this network namespace",
+            call: SystemCallError(operation, code: ENODEV)
         )
     }
 
@@ -288,11 +284,11 @@ public struct NeighbourTableError: Error, Sendable, Hashable, CustomStringConver
             case .localName: "read the port id of"
             }
         let code: Code = number == EPERM || number == EACCES ? .permissionDenied : .openFailed
-        return NeighbourTableError(
-            code,
-            "\(operation) the NETLINK_ROUTE socket for the neighbour table of \(interface): \(errorText(number))",
-            errno: number
+        let call = SystemCallError(
+            "\(operation) the NETLINK_ROUTE socket for the neighbour table of \(interface)",
+            code: number
         )
+        return NeighbourTableError(code, call.description, call: call)
     }
 
     /// Maps a failed `sp_neighbour_change` to an error.
@@ -304,7 +300,6 @@ public struct NeighbourTableError: Error, Sendable, Hashable, CustomStringConver
         kernelMessage: String
     ) -> NeighbourTableError {
         let kernel = kernelMessage.isEmpty ? "" : " (kernel: \(kernelMessage))"
-        let reason = errorText(number)
         let code: Code
         var hint = ""
         switch (stage, number) {
@@ -326,15 +321,15 @@ public struct NeighbourTableError: Error, Sendable, Hashable, CustomStringConver
             case .receive: "receive the answer to "
             case .kernel, .arguments, .noFailure: ""
             }
-        return NeighbourTableError(
-            code, "\(stagePrefix)\(operation) on \(interface): \(reason)\(kernel)\(hint)", errno: number)
+        let call = SystemCallError("\(stagePrefix)\(operation) on \(interface)", code: number)
+        return NeighbourTableError(code, "\(call)\(kernel)\(hint)", call: call)
     }
 
     static func invalidAddress(operation: String, interface: String, _ problem: String) -> NeighbourTableError {
-        NeighbourTableError(.invalidAddress, "\(operation) on \(interface): \(problem)", errno: nil)
+        NeighbourTableError(.invalidAddress, "\(operation) on \(interface): \(problem)", call: nil)
     }
 
     static func closed(operation: String, interface: String) -> NeighbourTableError {
-        NeighbourTableError(.closed, "\(operation) on \(interface): the neighbour table is closed", errno: nil)
+        NeighbourTableError(.closed, "\(operation) on \(interface): the neighbour table is closed", call: nil)
     }
 }

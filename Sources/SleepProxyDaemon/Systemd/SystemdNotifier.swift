@@ -321,9 +321,8 @@ public struct SystemdNotifierError: Error, Equatable, CustomStringConvertible {
     static func sendFailed(
         _ address: SystemdNotifier.SocketAddress, operation: String, errno number: Int32
     ) -> SystemdNotifierError {
-        SystemdNotifierError(
-            .sendFailed, "notify the service manager at \(address): \(operation): \(String(cString: strerror(number)))",
-            errno: number)
+        let call = SystemCallError("notify the service manager at \(address): \(operation)", code: number)
+        return SystemdNotifierError(.sendFailed, call.description, errno: number)
     }
 
     static func sendFailed(

@@ -74,7 +74,7 @@ struct OperationsLabTests {
         try client.send(
             try Self.secondSleeperRegistration(),
             to: Endpoint(address: try #require(IPAddress(SecondNetwork.proxyIPv4)), port: 5354), scopeID: 0,
-            from: try #require(IPAddress(SecondNetwork.sleeperIPv4)), interfaceIndex: 0)
+            from: try ip(SecondNetwork.sleeperIPv4), interfaceIndex: 0)
         _ = try await nextDatagram(from: client, within: .seconds(5))
     }
 

@@ -161,7 +161,7 @@ struct TakeoverLabTests {
             ).encoded(compression: .exceptSRVTargets)
             try client.send(
                 bytes, to: Endpoint(address: try #require(IPAddress(lab.host(.proxy).ipv4)), port: 5354), scopeID: 0,
-                from: try #require(IPAddress(sleeper.ipv4)), interfaceIndex: 0)
+                from: try ip(sleeper.ipv4), interfaceIndex: 0)
             _ = try await nextDatagram(from: client, within: .seconds(5))
             try lab.sleep(.sleeper)
             _ = try await eventually("the take-over of \(sleeper.ula)", within: .seconds(15)) {

@@ -265,7 +265,11 @@ struct DatagramSocketLabTests {
                 let wildcard = family == .ipv4 ? "0.0.0.0:\(holder.port)" : "[::]:\(holder.port)"
                 #expect(error?.code == .addressInUse)
                 #expect(error?.errorNumber == EADDRINUSE)
-                #expect(error?.description.hasPrefix("bind UDP \(wildcard) on eth0: Address already in use") == true)
+                let index = try NetworkInterface.named(Lab.interfaceName).index
+                #expect(
+                    error?.description
+                        == "bind UDP \(wildcard) on eth0 (index \(index)): Address already in use "
+                        + "(another socket holds port \(holder.port) without SO_REUSEADDR)")
             }
         }
     }

@@ -10,8 +10,8 @@ import Testing
     import Glibc
 #endif
 
-/// `MulticastDNSSocket` against real kernels: our socket in the proxy namespace next to a Python stand-in for
-/// avahi-daemon, Python queriers and receivers in the waker.
+/// `DatagramSocket.multicastDNS` against real kernels: our socket in the proxy namespace next to a Python stand-in
+/// for avahi-daemon, Python queriers and receivers in the waker.
 @Suite(.requiresLab(tools: ["python3"]))
 struct MulticastDNSSocketLabTests {
     /// When the avahi stand-in binds port 5353, relative to our socket.
@@ -40,6 +40,7 @@ struct MulticastDNSSocketLabTests {
             }
             let socket = try openSocket(lab, family)
             defer { socket.close() }
+            let group = try #require(socket.group)
             if order == .avahiSecond {
                 avahi = try await startAvahiStandIn(lab, family: family)
             }
@@ -57,7 +58,7 @@ struct MulticastDNSSocketLabTests {
             let queryPort = try await WakerSender.send(lab, to: groupTarget, payload: "multicast-query")
             let datagram = try await nextDatagram(from: socket)
             #expect(String(decoding: datagram.bytes, as: UTF8.self) == "multicast-query")
-            #expect(datagram.destination == socket.group.address)
+            #expect(datagram.destination == group.address)
             #expect(datagram.destinationPort == 5353)
             #expect(datagram.interfaceIndex == socket.interfaceIndex)
             #expect(datagram.source.port == queryPort)
@@ -87,8 +88,8 @@ struct MulticastDNSSocketLabTests {
             defer { holder.terminate() }
             let index = try lab.withNamespace(.proxy) { try NetworkInterface.named(Lab.interfaceName).index }
             let error = try lab.withNamespace(.proxy) {
-                #expect(throws: MulticastDNSSocketError.self) {
-                    try MulticastDNSSocket(family: family, interfaceIndex: index)
+                #expect(throws: DatagramSocketError.self) {
+                    try DatagramSocket.multicastDNS(family: family, interfaceIndex: index)
                 }
             }
             let group = family == .ipv4 ? "224.0.0.251:5353" : "[ff02::fb]:5353"
@@ -98,6 +99,7 @@ struct MulticastDNSSocketLabTests {
                 error?.description
                     == "bind UDP \(group) on eth0 (index \(index)): Address already in use "
                     + "(another socket holds port 5353 without SO_REUSEADDR)")
+            #expect(error?.systemCallError?.operation == "bind UDP \(group) on eth0 (index \(index))")
         }
     }
 
@@ -113,11 +115,12 @@ struct MulticastDNSSocketLabTests {
             defer { standIn.terminate() }
             let socket = try openSocket(lab, family)
             defer { socket.close() }
+            let group = try #require(socket.group)
             let receiver = try await WakerReceiver.start(lab, family: family)
             defer { receiver.terminate() }
 
             for (payload, source) in [("announce-default", nil), ("announce-explicit", proxySource(proxy, family))] {
-                try socket.send(Array(payload.utf8), to: socket.group, scopeID: 0, from: source)
+                try socket.send(Array(payload.utf8), to: group, scopeID: 0, from: source)
                 let line = try await WakerReceiver.line(receiver, payload: payload)
                 let expectedSource = family == .ipv4 ? proxy.ipv4 : proxy.ipv6LinkLocal
                 #expect(line == "\(expectedSource) 5353 255 \(payload)")
@@ -125,7 +128,7 @@ struct MulticastDNSSocketLabTests {
                 let looped = try await nextDatagram(from: socket)
                 #expect(String(decoding: looped.bytes, as: UTF8.self) == payload)
                 #expect(looped.source == Endpoint(address: try ip(expectedSource), port: 5353))
-                #expect(looped.destination == socket.group.address)
+                #expect(looped.destination == group.address)
                 #expect(looped.interfaceIndex == socket.interfaceIndex)
                 _ = try await avahiLine(standIn, payload: payload)
             }
@@ -267,7 +270,9 @@ struct MulticastDNSSocketLabTests {
             #expect(socket.family == family)
             #expect(socket.interfaceIndex == eth0.index)
             #expect(socket.interfaceName == "eth0")
-            #expect(socket.group.port == 5353)
+            let group = try #require(socket.group)
+            #expect(group == (family == .ipv4 ? MulticastDNS.ipv4Group : MulticastDNS.ipv6Group))
+            #expect(socket.localPort == 5353)
             let descriptor = socket.fileDescriptor
             #expect(descriptor >= 0)
             #expect(fcntl(descriptor, F_GETFD) & FD_CLOEXEC != 0)
@@ -278,13 +283,13 @@ struct MulticastDNSSocketLabTests {
             socket.close()
             socket.close()
             #expect(socket.fileDescriptor == -1)
-            let receiveError = #expect(throws: MulticastDNSSocketError.self) { try socket.receive() }
+            let receiveError = #expect(throws: DatagramSocketError.self) { try socket.receive() }
             #expect(receiveError?.code == .closed)
             #expect(
-                receiveError?.description == "receive on UDP \(socket.group) on eth0 (index \(eth0.index)): "
+                receiveError?.description == "receive on UDP \(group) on eth0 (index \(eth0.index)): "
                     + "the socket is closed")
-            let sendError = #expect(throws: MulticastDNSSocketError.self) {
-                try socket.send([1], to: socket.group, scopeID: 0, from: nil)
+            let sendError = #expect(throws: DatagramSocketError.self) {
+                try socket.send([1], to: group, scopeID: 0, from: nil)
             }
             #expect(sendError?.code == .closed)
         }
@@ -294,8 +299,8 @@ struct MulticastDNSSocketLabTests {
     func errors() async throws {
         try await Lab.withLab { lab in
             let missing = try lab.withNamespace(.proxy) {
-                #expect(throws: MulticastDNSSocketError.self) {
-                    try MulticastDNSSocket(family: .ipv4, interfaceIndex: 9_999)
+                #expect(throws: DatagramSocketError.self) {
+                    try DatagramSocket.multicastDNS(family: .ipv4, interfaceIndex: 9_999)
                 }
             }
             #expect(missing?.code == .interfaceNotFound)
@@ -303,14 +308,15 @@ struct MulticastDNSSocketLabTests {
 
             let socket = try openSocket(lab, .ipv6)
             defer { socket.close() }
-            let mismatch = #expect(throws: MulticastDNSSocketError.self) {
+            let group = try #require(socket.group)
+            let mismatch = #expect(throws: DatagramSocketError.self) {
                 try socket.send([1], to: Endpoint(address: try ip("224.0.0.251"), port: 5353), scopeID: 0, from: nil)
             }
             #expect(mismatch?.code == .addressFamilyMismatch)
             #expect(mismatch?.description.contains("224.0.0.251 is not an IPv6 address") == true)
 
-            let foreign = #expect(throws: MulticastDNSSocketError.self) {
-                try socket.send([1], to: socket.group, scopeID: 0, from: try ip("fd77::99"))
+            let foreign = #expect(throws: DatagramSocketError.self) {
+                try socket.send([1], to: group, scopeID: 0, from: try ip("fd77::99"))
             }
             #expect(foreign?.code == .sendFailed)
             #expect(foreign?.errorNumber == EINVAL)
@@ -368,9 +374,10 @@ private func proxySource(_ proxy: LabHost, _ family: DatagramSocket.Family) -> I
 }
 
 /// Our socket on the proxy's `eth0`.
-private func openSocket(_ lab: Lab, _ family: DatagramSocket.Family) throws -> MulticastDNSSocket {
+private func openSocket(_ lab: Lab, _ family: DatagramSocket.Family) throws -> DatagramSocket {
     try lab.withNamespace(.proxy) {
-        try MulticastDNSSocket(family: family, interfaceIndex: try NetworkInterface.named(Lab.interfaceName).index)
+        try DatagramSocket.multicastDNS(
+            family: family, interfaceIndex: try NetworkInterface.named(Lab.interfaceName).index)
     }
 }
 

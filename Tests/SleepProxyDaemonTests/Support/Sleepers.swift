@@ -123,6 +123,6 @@ func sendRegistration(_ bytes: [UInt8], from lab: Lab) async throws {
     defer { client.close() }
     let proxy = Endpoint(address: try #require(IPAddress(lab.host(.proxy).ipv4)), port: 5354)
     try client.send(
-        bytes, to: proxy, scopeID: 0, from: try #require(IPAddress(lab.host(.sleeper).ipv4)), interfaceIndex: 0)
+        bytes, to: proxy, scopeID: 0, from: try ip(lab.host(.sleeper).ipv4), interfaceIndex: 0)
     _ = try await nextDatagram(from: client, within: .seconds(5))
 }

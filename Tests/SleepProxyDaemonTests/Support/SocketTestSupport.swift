@@ -35,11 +35,7 @@ protocol PollableSocket {
 }
 
 extension DatagramSocket: PollableSocket {
-    var testLabel: String { "UDP port \(localPort)" }
-}
-
-extension MulticastDNSSocket: PollableSocket {
-    var testLabel: String { "\(group)" }
+    var testLabel: String { group.map { "\($0)" } ?? "UDP port \(localPort)" }
 }
 
 /// The next datagram on `socket`, waiting on its descriptor with `poll` for at most `timeout` (generous: only a
