@@ -25,13 +25,7 @@ extension SleepProxyCtl {
         @OptionGroup var options: GlobalOptions
 
         func run() throws {
-            let console = Console(options)
-            let status = try console.require(try console.ask(ControlRequest(command: .status)).status, "status")
-            if options.json {
-                console.writeJSON(status)
-            } else {
-                console.write(console.presentation.status(status))
-            }
+            try Console(options).report(ControlRequest(command: .status), "status", \.status) { $0.status($1) }
         }
     }
 
@@ -50,13 +44,7 @@ extension SleepProxyCtl {
         @OptionGroup var options: GlobalOptions
 
         func run() throws {
-            let console = Console(options)
-            let hosts = try console.require(try console.ask(ControlRequest(command: .hosts)).hosts, "hosts")
-            if options.json {
-                console.writeJSON(hosts)
-            } else {
-                console.write(console.presentation.hosts(hosts))
-            }
+            try Console(options).report(ControlRequest(command: .hosts), "hosts", \.hosts) { $0.hosts($1) }
         }
     }
 
@@ -75,14 +63,7 @@ extension SleepProxyCtl {
         @OptionGroup var options: GlobalOptions
 
         func run() throws {
-            let console = Console(options)
-            let detail = try console.require(
-                try console.ask(ControlRequest(command: .show, host: host)).host, "host")
-            if options.json {
-                console.writeJSON(detail)
-            } else {
-                console.write(console.presentation.host(detail))
-            }
+            try Console(options).report(ControlRequest(command: .show, host: host), "host", \.host) { $0.host($1) }
         }
     }
 

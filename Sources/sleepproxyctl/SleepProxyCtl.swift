@@ -141,6 +141,20 @@ struct Console {
         return ExitCode(error.kind == .daemon ? 1 : 3)
     }
 
+    /// Asks, then prints the payload in the response's field `name` (at `field`) as JSON (`--json`) or as
+    /// `present` writes it.
+    func report<Payload: Encodable>(
+        _ request: ControlRequest, _ name: String, _ field: KeyPath<ControlResponse, Payload?>,
+        present: (Presentation, Payload) -> String
+    ) throws {
+        let payload = try require(try ask(request)[keyPath: field], name)
+        if options.json {
+            writeJSON(payload)
+        } else {
+            write(present(presentation, payload))
+        }
+    }
+
     /// `value` as indented JSON.
     func writeJSON(_ value: some Encodable) {
         guard let text = try? ControlProtocol.prettyText(value) else { return }

@@ -65,17 +65,42 @@ struct OperationsLabTests {
         ).encoded(compression: .exceptSRVTargets)
     }
 
-    /// Registers the second sleeper through the proxy's `eth1` and waits for the reply.
+    /// Registers the second sleeper through the proxy's `eth1` and waits for the reply; then, as a Mac does while
+    /// it falls asleep, it announces its records twice on its link with the same OWNER sequence.
     func registerSecondSleeper(_ network: SecondNetwork) async throws {
-        let client = try Lab.withNamespace(named: network.sleeperNamespace) {
-            try DatagramSocket(family: .ipv4, interface: "eth0", port: 0)
+        let (client, mdns) = try Lab.withNamespace(named: network.sleeperNamespace) {
+            (
+                try DatagramSocket(family: .ipv4, interface: "eth0", port: 0),
+                try DatagramSocket.multicastDNS(family: .ipv4, interfaceIndex: try NetworkInterface.named("eth0").index)
+            )
         }
-        defer { client.close() }
+        defer {
+            client.close()
+            mdns.close()
+        }
+        let bytes = try Self.secondSleeperRegistration()
+        let registration = try DNSMessage(decoding: bytes)
         try client.send(
-            try Self.secondSleeperRegistration(),
+            bytes,
             to: Endpoint(address: try #require(IPAddress(SecondNetwork.proxyIPv4)), port: 5354), scopeID: 0,
             from: try ip(SecondNetwork.sleeperIPv4), interfaceIndex: 0)
         _ = try await nextDatagram(from: client, within: .seconds(5))
+        let announcement = try DNSMessage(
+            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
+            answers: registration.authorities.filter { ReverseMapping.address(of: $0) == nil },
+            additionals: [
+                .opt(
+                    EDNSHeader(udpPayloadSize: 1440, flags: 0),
+                    options: [
+                        .owner(OwnerOption(sequence: 5, primaryMAC: try #require(MACAddress(SecondNetwork.sleeperMAC))))
+                    ])
+            ]
+        ).encoded()
+        for round in 0..<2 {
+            if round > 0 { try await Task.sleep(for: .seconds(1)) }
+            try mdns.send(
+                announcement, to: MulticastDNS.ipv4Group, from: try ip(SecondNetwork.sleeperIPv4))
+        }
     }
 
     func magicPackets(namespace: String) throws -> PacketCapture {
