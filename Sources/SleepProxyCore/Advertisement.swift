@@ -13,8 +13,8 @@ public struct AdvertisementConfiguration: Hashable, Sendable {
     public var marginalPower: Int
     /// 10·log10(µW) of the total draw while serving: 73 is about 20 W, a small home server.
     public var totalPower: Int
-    /// The feature digit, only for features that exist (1 is TCP keepalive offload, which this proxy does not
-    /// do): nil writes no digit, which clients read as 0.
+    /// The feature digit, only for features that exist: 1 is TCP keepalive offload, advertised where the proxy can
+    /// put its own frames on the wire. Nil writes no digit, which clients read as 0.
     public var features: Int?
     /// The name after the numbers.
     public var name: String

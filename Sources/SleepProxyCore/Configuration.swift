@@ -15,15 +15,19 @@ public struct CoreConfiguration: Hashable, Sendable {
     public var maximumRecordsTotal: Int
     /// Which traffic wakes which host, beyond the protocol's rules.
     public var wakePolicy: WakePolicy
+    /// Keep the TCP connections of sleeping hosts alive from their keepalive records (PROTOCOL.md section 3.8).
+    /// Off, those records are held like any other.
+    public var keepaliveOffload: Bool
 
     public init(
         maximumLease: UInt32 = 86_400, maximumRecordsPerOwner: Int = 1_000, maximumRecordsTotal: Int = 10_000,
-        wakePolicy: WakePolicy = WakePolicy()
+        wakePolicy: WakePolicy = WakePolicy(), keepaliveOffload: Bool = true
     ) {
         self.maximumLease = min(max(maximumLease, 1), Self.leaseCeiling)
         self.maximumRecordsPerOwner = maximumRecordsPerOwner
         self.maximumRecordsTotal = maximumRecordsTotal
         self.wakePolicy = wakePolicy
+        self.keepaliveOffload = keepaliveOffload
     }
 }
 

@@ -71,6 +71,7 @@ public struct Event: Hashable, Sendable {
             case wakeCancelled = "wake-cancelled"
             case wakeIgnored = "wake-ignored"
             case wouldWake = "would-wake"
+            case keepalive
         }
         private let code: Code
 
@@ -101,11 +102,14 @@ public struct Event: Hashable, Sendable {
         /// A dry run (`wake.dry_run`): the host would have been woken, and no magic packet was sent. The detail is
         /// what a `wake` event would say. At most one a minute per host for what traffic and conflicts decide.
         public static let wouldWake = Kind(code: .wouldWake)
+        /// TCP keepalive offload: a connection is kept alive from now on, a keepalive record cannot be used (the
+        /// detail names the field), or a peer stopped answering. Wakes it causes are `wake` events.
+        public static let keepalive = Kind(code: .keepalive)
 
         /// Every kind, for documentation and tests.
         public static let all: [Kind] = [
             .registered, .renewed, .replaced, .refused, .expired, .released, .conflict, .takeover, .wake,
-            .wakeCancelled, .wakeIgnored, .wouldWake,
+            .wakeCancelled, .wakeIgnored, .wouldWake, .keepalive,
         ]
 
         public var identifier: String { code.rawValue }

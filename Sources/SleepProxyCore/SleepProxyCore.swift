@@ -162,6 +162,7 @@ public struct SleepProxyCore: Sendable {
         var actions: [Action] = []
         for key in hosts.keys.sorted() {
             actions += advanceTakeovers(of: key, now: now)
+            actions += advanceKeepalives(of: key, now: now)
             settleProbes(of: key, now: now)
             actions += advanceWake(of: key, now: now)
         }
@@ -179,6 +180,7 @@ public struct SleepProxyCore: Sendable {
             // A host woken as a whole sends no probe or announcement: its take-overs wait.
             if !host.isWakingWhole {
                 for takeover in host.takeovers.values { consider(takeover.next) }
+                for kept in host.keepalives.values { consider(kept.nextSend) }
             }
             for probe in host.probes.values { consider(probe.settledAt) }
             consider(host.wake?.next)

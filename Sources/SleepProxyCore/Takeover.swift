@@ -34,6 +34,15 @@ struct AddressTakeover: Hashable, Sendable {
         if case .probing = phase { return false }
         return true
     }
+
+    /// Whether the first announcement went out: the link sends the address's traffic to us from now on.
+    var isClaimed: Bool {
+        switch phase {
+        case .probing: false
+        case .announcing(let sent): sent > 0
+        case .defending: true
+        }
+    }
 }
 
 /// Timers of the take-over (mDNS.c `InitializeLastAPTime`, `SendResponses`, `RestartARPProbing`).
@@ -79,6 +88,8 @@ extension SleepProxyCore {
         if !wanted.isEmpty || !actions.isEmpty {
             actions.append(.proxiedAddressesChanged(key.interface, proxiedAddresses(on: key.interface)))
         }
+        // The connections kept alive follow the records too.
+        actions += updateKeepalives(of: key, now: now)
         return actions
     }
 

@@ -153,6 +153,12 @@ extension SleepProxyCore {
         guard let key = holder(of: destination, on: link.name), let host = hosts[key], !host.isWakingWhole else {
             return []
         }
+        // A segment of a connection kept alive for the host follows the keepalive rules only.
+        if case .tcp(let tcp) = transport,
+            let actions = keepaliveSegment(tcp, from: source, to: destination, of: key, now: now)
+        {
+            return actions
+        }
         switch verdict(on: transport, from: source, to: destination, of: host.owner) {
         case .none(let actions):
             return actions
