@@ -284,16 +284,53 @@ public struct HostDetail: Codable, Hashable, Sendable {
     public var lastSource: String?
     public var records: [RecordReport]
     public var addresses: [AddressReport]
+    /// The TCP connections kept alive for it (keepalive offload); absent from daemons without it.
+    public var connections: [ConnectionReport]?
 
     public init(
         summary: HostSummary, sequence: Int, lastSource: String?, records: [RecordReport],
-        addresses: [AddressReport]
+        addresses: [AddressReport], connections: [ConnectionReport]? = nil
     ) {
         self.summary = summary
         self.sequence = sequence
         self.lastSource = lastSource
         self.records = records
         self.addresses = addresses
+        self.connections = connections
+    }
+}
+
+/// One TCP connection the proxy keeps alive for a sleeping host.
+public struct ConnectionReport: Codable, Hashable, Sendable {
+    /// The host's end, `address:port` (`[address]:port` for IPv6).
+    public var local: String
+    /// The peer's end.
+    public var remote: String
+    /// Seconds between the keepalives the proxy sends.
+    public var intervalSeconds: Int
+    public var keepalivesSent: Int
+    public var lastKeepaliveSent: Date?
+    /// The peer's own keepalive probes answered on the host's behalf.
+    public var probesAnswered: Int
+    public var lastProbeAnswered: Date?
+    /// The last segment from the peer, of any kind.
+    public var lastHeard: Date?
+    /// The peer has not answered the last few keepalives.
+    public var silent: Bool
+
+    public init(
+        local: String, remote: String, intervalSeconds: Int, keepalivesSent: Int, lastKeepaliveSent: Date?,
+        probesAnswered: Int, lastProbeAnswered: Date?, lastHeard: Date?, silent: Bool
+    ) {
+        self.local = local
+        self.remote = remote
+        self.intervalSeconds = intervalSeconds
+        self.keepalivesSent = keepalivesSent
+        self.lastKeepaliveSent = lastKeepaliveSent
+        self.probesAnswered = probesAnswered
+        self.lastProbeAnswered = lastProbeAnswered
+        self.lastHeard = lastHeard
+        self.silent = silent
     }
 }
 

@@ -220,7 +220,33 @@ public struct Presentation: Sendable {
             }
             text += records.render(colour: colour)
         }
+
+        if let connections = detail.connections, !connections.isEmpty {
+            text += "\n" + section("KEPT ALIVE", connections.count)
+            var table = TextTable(
+                headers: ["LOCAL", "PEER", "EVERY", "KEEPALIVES SENT", "PROBES ANSWERED", "PEER LAST HEARD"],
+                indent: "  ")
+            for connection in connections {
+                table.append([
+                    TextTable.Cell(connection.local),
+                    TextTable.Cell(connection.remote),
+                    TextTable.Cell("\(connection.intervalSeconds) s"),
+                    TextTable.Cell(counted(connection.keepalivesSent, connection.lastKeepaliveSent)),
+                    TextTable.Cell(counted(connection.probesAnswered, connection.lastProbeAnswered)),
+                    connection.silent
+                        ? TextTable.Cell("silent (\(connection.lastHeard.map(relative) ?? "never"))", .red)
+                        : TextTable.Cell(connection.lastHeard.map(relative) ?? "-"),
+                ])
+            }
+            text += table.render(colour: colour)
+        }
         return text
+    }
+
+    /// `3, last 12 s ago`, or `0`.
+    private func counted(_ count: Int, _ last: Date?) -> String {
+        guard count > 0, let last else { return String(count) }
+        return "\(count), last \(relative(last))"
     }
 
     /// A recorded wake: when, why and who set it off.

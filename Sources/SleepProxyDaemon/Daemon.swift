@@ -281,11 +281,19 @@ public final class Daemon: @unchecked Sendable {
     private func startShell(_ name: InterfaceName) {
         guard let shell = shells[name] else { return }
         shell.start(on: queue) { [weak self] input in self?.handle(input) }
-        if let advertisement = configuration.advertisement {
+        if let advertisement = advertisement(on: shell) {
             perform(
                 core.startAdvertising(
                     on: name, configuration: advertisement, port: configuration.registrationPort, now: now()))
         }
+    }
+
+    /// The advertisement on one interface: the feature digit `.1` only where keepalive offload can work (it is on,
+    /// and frames of our own can go out there). Macs prefer a proxy that offers it over any that does not.
+    func advertisement(on shell: InterfaceShell) -> AdvertisementConfiguration? {
+        guard var advertisement = configuration.advertisement else { return nil }
+        advertisement.features = configuration.core.keepaliveOffload && shell.canSendFrames ? 1 : nil
+        return advertisement
     }
 
     /// Stops a running daemon from any thread; `run()` returns once the sockets and the store are closed.
@@ -418,7 +426,9 @@ public final class Daemon: @unchecked Sendable {
                 return
             }
         }
-        let advertisementChanged = next.advertisement != configuration.advertisement
+        let advertisementChanged =
+            next.advertisement != configuration.advertisement
+            || next.core.keepaliveOffload != configuration.core.keepaliveOffload
         let registrationPort = configuration.registrationPort
         var applied = next
         applied.registrationPort = registrationPort
@@ -445,7 +455,7 @@ public final class Daemon: @unchecked Sendable {
             let addedNames = Set(added.map(\.name))
             for name in shells.keys.sorted() where !addedNames.contains(name) {
                 perform(core.stopAdvertising(on: name, now: now()))
-                if let advertisement = configuration.advertisement {
+                if let shell = shells[name], let advertisement = advertisement(on: shell) {
                     perform(
                         core.startAdvertising(
                             on: name, configuration: advertisement, port: registrationPort, now: now()))

@@ -266,6 +266,10 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
             from: transmission.source)
     }
 
+    /// Whether frames of our own can go out here (a capture is open): what address take-over and keepalive
+    /// offload need.
+    public var canSendFrames: Bool { capture != nil }
+
     public func inject(_ frame: [UInt8]) throws {
         try capture?.inject(frame)
     }

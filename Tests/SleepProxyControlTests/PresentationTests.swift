@@ -262,6 +262,32 @@ import Testing
                 """)
     }
 
+    /// Kept-alive connections get their own table; a silent peer is marked.
+    @Test func keptConnectionsInTheShowOutput() {
+        var detail = Self.detail
+        detail.connections = [
+            ConnectionReport(
+                local: "192.0.2.20:50000", remote: "17.57.144.10:5223", intervalSeconds: 20, keepalivesSent: 3,
+                lastKeepaliveSent: Self.at(-12), probesAnswered: 2, lastProbeAnswered: Self.at(-30),
+                lastHeard: Self.at(-12),
+                silent: false),
+            ConnectionReport(
+                local: "192.0.2.20:50001", remote: "198.51.100.4:443", intervalSeconds: 60, keepalivesSent: 0,
+                lastKeepaliveSent: nil, probesAnswered: 0, lastProbeAnswered: nil, lastHeard: Self.at(-600),
+                silent: true),
+        ]
+        let text = Self.presentation.host(detail)
+        #expect(text.contains("KEPT ALIVE (2)\n"), "\(text)")
+        #expect(
+            text.contains(
+                "  LOCAL             PEER               EVERY  KEEPALIVES SENT   PROBES ANSWERED   PEER LAST HEARD\n"),
+            "\(text)")
+        #expect(text.contains("192.0.2.20:50000  17.57.144.10:5223  20 s   3, last 12 s ago"), "\(text)")
+        #expect(text.contains("2, last 30 s ago"), "\(text)")
+        #expect(text.contains("silent (10 min ago)"), "\(text)")
+        #expect(!Self.presentation.host(Self.detail).contains("KEPT ALIVE"), "no table without connections")
+    }
+
     @Test func aHostWithNothingHeld() {
         let bare = HostDetail(summary: Self.hosts[2], sequence: 1, lastSource: nil, records: [], addresses: [])
         let text = Self.presentation.host(bare)

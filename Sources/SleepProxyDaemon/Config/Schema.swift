@@ -54,11 +54,15 @@ enum Schema {
         "advertisement": .table([
             "enabled": .value { value, settings throws(Problem) in settings.advertise = try boolean(value) },
             "metrics": .value { value, settings throws(Problem) in
-                let allowed =
-                    "\"AA-BB-CC-DD\" or \"AA-BB-CC-DD.F\", two digits from 10 to 99 each, such as \"20-30-50-73\""
+                let allowed = "\"AA-BB-CC-DD\", two digits from 10 to 99 each, such as \"20-30-50-73\""
                 let text = try string(value, allowed)
                 guard let metrics = Settings.Metrics(text) else {
                     throw Problem("expected \(allowed), found \"\(text)\"")
+                }
+                guard metrics.features == nil else {
+                    throw Problem(
+                        "give the four numbers only: the feature digit (.1, TCP keepalive offload) follows advertisement.keepalive_offload"
+                    )
                 }
                 try validate(metrics)
                 settings.metrics = metrics
@@ -69,6 +73,9 @@ enum Schema {
                     throw Problem("at most 50 bytes (the numbers and the name share one 63-byte label)")
                 }
                 settings.advertisedName = text
+            },
+            "keepalive_offload": .value { value, settings throws(Problem) in
+                settings.keepaliveOffload = try boolean(value)
             },
             "host_name": .value { value, settings throws(Problem) in
                 let text = try string(value, "one DNS label, or \"\" for <this host>-sleepproxy")

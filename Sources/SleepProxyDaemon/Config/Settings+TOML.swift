@@ -44,6 +44,7 @@ extension Settings {
         lines.append("[advertisement]")
         lines.append("enabled = \(advertise)")
         lines.append("metrics = \(quoted(metrics.description))")
+        lines.append("keepalive_offload = \(keepaliveOffload)")
         lines.append(
             "name = \(quoted(advertisedName))" + note(advertisedName.isEmpty, context.map { "here: \($0.hostName)" }))
         lines.append(

@@ -71,6 +71,9 @@ public struct Settings: Equatable, Sendable {
     public var advertisedName = ""
     /// The host name the proxy's SRV record points at; empty is `<this host's name>-sleepproxy`.
     public var advertisedHostName = ""
+    /// Keep sleeping hosts' TCP connections alive, and say so with the feature digit `.1` on every interface
+    /// where the proxy can send its own frames.
+    public var keepaliveOffload = true
 
     // [limits]
     public var maximumLease: UInt32 = CoreConfiguration.leaseCeiling
@@ -199,7 +202,7 @@ extension Settings {
             let hostName = advertisedHostName.isEmpty ? "\(context.hostName)-sleepproxy" : advertisedHostName
             let configuration = AdvertisementConfiguration(
                 intent: metrics.intent, portability: metrics.portability, marginalPower: metrics.marginalPower,
-                totalPower: metrics.totalPower, features: metrics.features, name: name, hostName: hostName)
+                totalPower: metrics.totalPower, features: nil, name: name, hostName: hostName)
             do {
                 try configuration.validate()
             } catch {
@@ -211,7 +214,7 @@ extension Settings {
             interfaces: served, stateDirectory: stateDirectory, registrationPort: registrationPort,
             core: CoreConfiguration(
                 maximumLease: maximumLease, maximumRecordsPerOwner: maximumRecordsPerHost,
-                maximumRecordsTotal: maximumRecords, wakePolicy: wakePolicy),
+                maximumRecordsTotal: maximumRecords, wakePolicy: wakePolicy, keepaliveOffload: keepaliveOffload),
             eventHistoryLimit: eventHistory, maximumBatch: maximumBatch, advertisement: advertisement,
             controlSocket: controlSocket.isEmpty ? nil : controlSocket, controlGroup: group)
         configuration.wakeAllOnExit = wakeAllOnExit

@@ -138,9 +138,17 @@ extension Daemon {
         let addresses = core.addressStates(of: key, now: now).map {
             AddressReport(address: $0.address.description, state: $0.phase.rawValue)
         }
+        let connections = core.keptConnections(of: key).map { kept in
+            ConnectionReport(
+                local: kept.connection.local.description, remote: kept.connection.remote.description,
+                intervalSeconds: Int(kept.connection.interval), keepalivesSent: kept.keepalivesSent,
+                lastKeepaliveSent: kept.lastKeepaliveSent.map(Self.date), probesAnswered: kept.probesAnswered,
+                lastProbeAnswered: kept.lastProbeAnswered.map(Self.date), lastHeard: kept.lastHeard.map(Self.date),
+                silent: kept.reportedSilent)
+        }
         return HostDetail(
             summary: summary, sequence: Int(owner.sequence), lastSource: owner.lastSource?.description,
-            records: records, addresses: addresses)
+            records: records, addresses: addresses, connections: connections)
     }
 
     // MARK: Status

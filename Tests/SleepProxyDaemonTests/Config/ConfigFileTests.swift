@@ -52,7 +52,8 @@ import Testing
 
             [advertisement]
             enabled = false
-            metrics = "30-35-55-75.1"
+            metrics = "30-35-55-75"
+            keepalive_offload = false
             name = "Basement"
             host_name = "basement-proxy"
 
@@ -83,8 +84,8 @@ import Testing
         expected.logLevel = .debug
         expected.wakeAllOnExit = true
         expected.advertise = false
-        expected.metrics = Settings.Metrics(
-            intent: 30, portability: 35, marginalPower: 55, totalPower: 75, features: 1)
+        expected.metrics = Settings.Metrics(intent: 30, portability: 35, marginalPower: 55, totalPower: 75)
+        expected.keepaliveOffload = false
         expected.advertisedName = "Basement"
         expected.advertisedHostName = "basement-proxy"
         expected.maximumLease = 7_200
@@ -116,6 +117,7 @@ import Testing
         #expect(configuration.advertisement == nil)
         #expect(configuration.core.maximumLease == 7_200 && configuration.core.maximumRecordsTotal == 2_000)
         #expect(configuration.core.wakePolicy.dryRun && configuration.core.wakePolicy.neverWake.count == 2)
+        #expect(!configuration.core.keepaliveOffload)
         #expect(configuration.eventHistoryLimit == 500 && configuration.maximumBatch == 64)
         #expect(configuration.wakeAllOnExit)
     }
@@ -136,7 +138,8 @@ import Testing
         ("log_level = \"loud\"", 1, "log_level", "one of trace, debug, info, notice, warning, error, critical"),
         ("wake_all_on_exit = \"yes\"", 1, "wake_all_on_exit", "true or false"),
         ("[advertisement]\nmetrics = \"20-30-50\"", 2, "advertisement.metrics", "AA-BB-CC-DD"),
-        ("[advertisement]\nmetrics = \"20-30-50-73.2\"", 2, "advertisement.metrics", "feature digit 2"),
+        ("[advertisement]\nmetrics = \"20-30-50-73.1\"", 2, "advertisement.metrics", "advertisement.keepalive_offload"),
+        ("[advertisement]\nkeepalive_offload = \"yes\"", 2, "advertisement.keepalive_offload", "true or false"),
         ("[advertisement]\nmetrics = \"05-30-50-73\"", 2, "advertisement.metrics", "from 10 to 99"),
         ("[advertisement]\nhost_name = \"a.b\"", 2, "advertisement.host_name", "one DNS label"),
         ("[advertisement]\nenabled = 1", 2, "advertisement.enabled", "true or false, found the integer 1"),
@@ -218,7 +221,8 @@ import Testing
             interfaces = ["eth0"]
             log_level = "notice"
             [advertisement]
-            metrics = "20-30-50-73.1"
+            metrics = "20-30-50-73"
+            keepalive_offload = false
             name = "Quote \\" and tab\\t"
             [wake]
             ignore_sources = ["10.0.0.0/8"]

@@ -70,7 +70,7 @@ struct ResponderLabTests {
                 try await Task.sleep(for: .milliseconds(200))
             }
             #expect(
-                browse.contains("IN PTR 20-30-50-73\\032Lab\\032Proxy._sleep-proxy._udp.local."),
+                browse.contains("IN PTR 20-30-50-73\\.1\\032Lab\\032Proxy._sleep-proxy._udp.local."),
                 "\(browse)\ndaemon: \(daemon.stderr)")
             #expect(browse.contains("IN SRV 0 0 5354 "), "\(browse)")
             #expect(browse.contains("IN TXT \"\""), "\(browse)")
