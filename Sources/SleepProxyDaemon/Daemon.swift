@@ -114,6 +114,7 @@ public final class Daemon: @unchecked Sendable {
         guard !configuration.interfaces.isEmpty else {
             throw DaemonError(description: "no interface to serve: give one with --interface or in the config file")
         }
+        try Privileges.check(configuration)
         startedAt = UnixTime(nanoseconds: sp_wall_clock_ns())
         core = SleepProxyCore(configuration: configuration.core, seed: UInt64(truncatingIfNeeded: sp_wall_clock_ns()))
         do {
