@@ -15,6 +15,7 @@ public struct RefusalReason: Hashable, Sendable, CustomStringConvertible {
         case ownerRecordLimit = "owner-record-limit"
         case totalRecordLimit = "total-record-limit"
         case nameHijack = "name-hijack"
+        case addressHijack = "address-hijack"
         case unknownInterface = "unknown-interface"
     }
     private let code: Code
@@ -41,13 +42,15 @@ public struct RefusalReason: Hashable, Sendable, CustomStringConvertible {
     public static let totalRecordLimit = RefusalReason(code: .totalRecordLimit)
     /// A unique name is held for a different owner.
     public static let nameHijack = RefusalReason(code: .nameHijack)
+    /// An address record or reverse mapping claims an address held for a different owner.
+    public static let addressHijack = RefusalReason(code: .addressHijack)
     /// The datagram arrived on an interface the proxy does not serve.
     public static let unknownInterface = RefusalReason(code: .unknownInterface)
 
     /// Every reason, for documentation and tests.
     public static let all: [RefusalReason] = [
         .malformed, .notAnUpdate, .noOwner, .noLease, .zeroLease, .ownerVersion, .zeroPrimaryMAC, .sourceOffLink,
-        .ownerRecordLimit, .totalRecordLimit, .nameHijack, .unknownInterface,
+        .ownerRecordLimit, .totalRecordLimit, .nameHijack, .addressHijack, .unknownInterface,
     ]
 
     /// A stable identifier (`no-owner`), used in the event history and logs.

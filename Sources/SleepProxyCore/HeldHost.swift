@@ -25,6 +25,8 @@ struct HeldHost: Sendable {
     /// Message IDs of this sequence's datagrams that were answered: the client counts every record sent with
     /// such an ID as registered, so a later datagram with one is kept in part rather than refused whole.
     var answeredIDs: Set<UInt16> = []
+    /// When an OWNER of this host from another MAC was last logged (one line a minute).
+    var lastForgedOwnerLog: UnixTime?
     /// The TCP connections kept alive for it, from its keepalive records.
     var keepalives: [KeepaliveConnection.Key: KeptConnection] = [:]
     /// When the wake policy last recorded an ignored or a dry-run wake for this host (its rate limit).

@@ -165,6 +165,15 @@ extension SleepProxyCore {
         return actions
     }
 
+    /// The address an address record or a reverse-mapping PTR stands for.
+    static func claimedAddress(_ record: DNSRecord) -> IPAddress? {
+        switch record.rdata {
+        case .a(let v4): return .v4(v4)
+        case .aaaa(let v6): return .v6(v6)
+        default: return record.type == .ptr ? ReverseMapping.address(of: record) : nil
+        }
+    }
+
     /// Accepts a datagram whole, or refuses it whole, except for a later datagram of a registration already
     /// answered (same sequence, same message ID): the client counts its records registered whatever we do, so
     /// what can be held is held and the rest is logged.
@@ -207,6 +216,18 @@ extension SleepProxyCore {
             {
                 let why = "\(record.name) \(record.type) is held for \(holder.primaryMAC)"
                 guard laterDatagram else { return .failure(Refusal(reason: .nameHijack, detail: why, owner: mac)) }
+                dropped.append(why)
+                continue
+            }
+            // Nor an address held for another owner, under any name: that would answer for (and, through a reverse
+            // mapping, take over) a host that is not the registrant's.
+            if let address = Self.claimedAddress(record), let holder = holder(of: address, on: key.interface),
+                holder != key
+            {
+                let why = "\(record.name) \(record.type) claims \(address), held for \(holder.primaryMAC)"
+                guard laterDatagram else {
+                    return .failure(Refusal(reason: .addressHijack, detail: why, owner: mac))
+                }
                 dropped.append(why)
                 continue
             }

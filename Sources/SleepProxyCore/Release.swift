@@ -51,6 +51,13 @@ extension SleepProxyCore {
             let key = OwnerKey(interface: packet.interface, primaryMAC: option.primaryMAC)
             guard let host = hosts[key] else { continue }
             let kind = message.flags.isResponse ? "response" : "query"
+            // Only the host speaks for itself: an OWNER from another MAC (someone else's packet, or another proxy
+            // answering for the host) never releases it. Apple's proxy does not check; we do, so that nobody on
+            // the LAN can make a sleeping host vanish.
+            if let mac = packet.sourceMAC, mac != host.owner.wakeMAC, mac != key.primaryMAC {
+                actions += noteForgedOwner(of: key, from: mac, packet: packet, now: now)
+                continue
+            }
             if option.sequence != host.owner.sequence {
                 actions += drop(
                     key,
@@ -72,6 +79,20 @@ extension SleepProxyCore {
             }
         }
         return actions
+    }
+
+    /// At most one log line a minute per host for OWNER options it did not send.
+    mutating func noteForgedOwner(of key: OwnerKey, from mac: MACAddress, packet: MDNSPacket, now: UnixTime)
+        -> [Action]
+    {
+        if let last = hosts[key]?.lastForgedOwnerLog, now - last < .seconds(60) { return [] }
+        hosts[key]?.lastForgedOwnerLog = now
+        return [
+            .log(
+                .warning,
+                "\(key): ignored its OWNER in mDNS from \(packet.source) sent by \(mac), not by the host (\(hosts[key]?.owner.wakeMAC.description ?? "?")); not released (at most one such line a minute)"
+            )
+        ]
     }
 
     // MARK: Hosts that never send OWNER

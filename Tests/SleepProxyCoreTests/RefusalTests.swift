@@ -103,7 +103,7 @@ struct RefusalTests {
     }
 
     @Test func everyReasonIsCovered() {
-        #expect(Set(Self.cases.map(\.reason)).union([.nameHijack]) == Set(RefusalReason.all))
+        #expect(Set(Self.cases.map(\.reason)).union([.nameHijack, .addressHijack]) == Set(RefusalReason.all))
     }
 
     /// A unique name held for one owner cannot be taken by another; the first owner keeps everything.
