@@ -83,9 +83,12 @@ func residentMegabytes() -> Double {
 func runRegistrationBenchmark(owners: Int = 10_000, window: Int = 64) throws -> String {
     let directory = temporaryDirectory("registrations")
     let port: UInt16 = 25_354
+    // One client sends every owner: the per-source rate and the per-interface host limit would stop it.
+    var core = CoreConfiguration(maximumRecordsPerOwner: 1_000, maximumRecordsTotal: 400_000)
+    core.maximumHostsPerInterface = owners
+    core.registrationRate = Rate(perSecond: 1e9, burst: 1e9)
     let configuration = DaemonConfiguration(
-        interfaces: ["lo"], stateDirectory: directory, registrationPort: port,
-        core: CoreConfiguration(maximumRecordsPerOwner: 1_000, maximumRecordsTotal: 400_000), responder: false)
+        interfaces: ["lo"], stateDirectory: directory, registrationPort: port, core: core, responder: false)
     let quiet = Logger(label: "benchmark") { _ in SwiftLogNoOpLogHandler() }
     let daemon = try Daemon(configuration: configuration, logger: quiet)
     let stopped = DispatchSemaphore(value: 0)

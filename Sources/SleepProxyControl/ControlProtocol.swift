@@ -140,6 +140,8 @@ public struct ControlError: Codable, Hashable, Sendable, Error, CustomStringConv
         public static let ambiguousHost = Code(rawValue: "ambiguous-host")
         /// The daemon could not carry the request out (the lease store failed, say).
         public static let failed = Code(rawValue: "failed")
+        /// Too many control connections are open (`limits.control_connections`); try again.
+        public static let busy = Code(rawValue: "busy")
 
         public var description: String { rawValue }
     }

@@ -18,6 +18,14 @@ public struct CoreConfiguration: Hashable, Sendable {
     /// Keep the TCP connections of sleeping hosts alive from their keepalive records (PROTOCOL.md section 3.8).
     /// Off, those records are held like any other.
     public var keepaliveOffload: Bool
+    /// The largest registration datagram accepted. Macs send at most about 1,440 bytes a datagram; 9,000 leaves
+    /// room for jumbo frames.
+    public var maximumRegistrationBytes: Int = 9_000
+    /// Hosts one interface may hold.
+    public var maximumHostsPerInterface: Int = 1_000
+    /// Registration datagrams one source address may send: a sustained rate and a burst. A Mac sends a few per
+    /// registration; a proxy handing its hosts over sends a few per host, hence the burst.
+    public var registrationRate = Rate(perSecond: 50, burst: 500)
 
     public init(
         maximumLease: UInt32 = 86_400, maximumRecordsPerOwner: Int = 1_000, maximumRecordsTotal: Int = 10_000,
@@ -28,6 +36,49 @@ public struct CoreConfiguration: Hashable, Sendable {
         self.maximumRecordsTotal = maximumRecordsTotal
         self.wakePolicy = wakePolicy
         self.keepaliveOffload = keepaliveOffload
+    }
+}
+
+/// A token bucket's parameters: `perSecond` sustained, up to `burst` at once.
+public struct Rate: Hashable, Sendable {
+    public var perSecond: Double
+    public var burst: Double
+
+    public init(perSecond: Double, burst: Double) {
+        self.perSecond = perSecond
+        self.burst = burst
+    }
+}
+
+/// A token bucket: one token per event, refilled at the rate's pace up to its burst.
+struct TokenBucket: Hashable, Sendable {
+    var tokens: Double
+    var updated: UnixTime
+
+    init(rate: Rate, now: UnixTime) {
+        tokens = rate.burst
+        updated = now
+    }
+
+    /// Takes a token if there is one.
+    mutating func take(_ rate: Rate, now: UnixTime) -> Bool {
+        refill(rate, now: now)
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+
+    mutating func refill(_ rate: Rate, now: UnixTime) {
+        let elapsed = Double((now - updated).components.seconds) + Double((now - updated).components.attoseconds) / 1e18
+        if elapsed > 0 { tokens = min(rate.burst, tokens + elapsed * rate.perSecond) }
+        updated = max(updated, now)
+    }
+
+    /// Full again: nothing to remember about the source.
+    func isFull(_ rate: Rate, now: UnixTime) -> Bool {
+        var copy = self
+        copy.refill(rate, now: now)
+        return copy.tokens >= rate.burst
     }
 }
 

@@ -16,6 +16,9 @@ public struct RefusalReason: Hashable, Sendable, CustomStringConvertible {
         case totalRecordLimit = "total-record-limit"
         case nameHijack = "name-hijack"
         case addressHijack = "address-hijack"
+        case tooLarge = "too-large"
+        case hostLimit = "host-limit"
+        case rateLimited = "rate-limited"
         case unknownInterface = "unknown-interface"
     }
     private let code: Code
@@ -44,13 +47,20 @@ public struct RefusalReason: Hashable, Sendable, CustomStringConvertible {
     public static let nameHijack = RefusalReason(code: .nameHijack)
     /// An address record or reverse mapping claims an address held for a different owner.
     public static let addressHijack = RefusalReason(code: .addressHijack)
+    /// The datagram is larger than `CoreConfiguration.maximumRegistrationBytes`.
+    public static let tooLarge = RefusalReason(code: .tooLarge)
+    /// A new host would make the interface hold more than `CoreConfiguration.maximumHostsPerInterface`.
+    public static let hostLimit = RefusalReason(code: .hostLimit)
+    /// The source sent registrations faster than `CoreConfiguration.registrationRate` allows.
+    public static let rateLimited = RefusalReason(code: .rateLimited)
     /// The datagram arrived on an interface the proxy does not serve.
     public static let unknownInterface = RefusalReason(code: .unknownInterface)
 
     /// Every reason, for documentation and tests.
     public static let all: [RefusalReason] = [
         .malformed, .notAnUpdate, .noOwner, .noLease, .zeroLease, .ownerVersion, .zeroPrimaryMAC, .sourceOffLink,
-        .ownerRecordLimit, .totalRecordLimit, .nameHijack, .addressHijack, .unknownInterface,
+        .ownerRecordLimit, .totalRecordLimit, .nameHijack, .addressHijack, .unknownInterface, .tooLarge, .hostLimit,
+        .rateLimited,
     ]
 
     /// A stable identifier (`no-owner`), used in the event history and logs.

@@ -135,13 +135,28 @@ extension SleepProxyCore {
     /// the wire (a log line and a stored event only).
     public mutating func handleRegistration(_ datagram: RegistrationDatagram, now: UnixTime) -> [Action] {
         var actions = expire(now: now)
-        switch accept(datagram, now: now) {
+        let result: Result<[Action], Refusal>
+        if let refusal = admit(datagram, now: now) {
+            result = .failure(refusal)
+        } else {
+            result = accept(datagram, now: now)
+        }
+        switch result {
         case .success(let accepted):
             actions += accepted
         case .failure(let refusal):
             let event = Event(
                 time: now, kind: .refused, interface: datagram.interface, owner: refusal.owner,
                 source: datagram.source, reason: refusal.reason, detail: refusal.detail)
+            // A flood from one source costs one event a minute, not one per datagram.
+            if refusal.reason == .rateLimited {
+                if let last = rateLimitRecorded[datagram.source.address], now - last < .seconds(60) {
+                    refusalLog.suppressed += 1
+                    refreshHostDeadline()
+                    return actions
+                }
+                rateLimitRecorded[datagram.source.address] = now
+            }
             actions.append(.store(.appendEvent(event)))
             if now - refusalLog.windowStart >= .seconds(60) {
                 if refusalLog.suppressed > 0 {
@@ -163,6 +178,31 @@ extension SleepProxyCore {
         }
         refreshHostDeadline()
         return actions
+    }
+
+    /// The checks before a datagram is even decoded: its size, and its source's rate.
+    mutating func admit(_ datagram: RegistrationDatagram, now: UnixTime) -> Refusal? {
+        let limit = configuration.maximumRegistrationBytes
+        guard datagram.bytes.count <= limit else {
+            return Refusal(reason: .tooLarge, detail: "\(datagram.bytes.count) bytes, limit \(limit)")
+        }
+        let source = datagram.source.address
+        let rate = configuration.registrationRate
+        var bucket = registrationBuckets[source] ?? TokenBucket(rate: rate, now: now)
+        let allowed = bucket.take(rate, now: now)
+        registrationBuckets[source] = bucket
+        if registrationBuckets.count > Self.registrationSourcesKept {
+            registrationBuckets = registrationBuckets.filter { !$0.value.isFull(rate, now: now) }
+            rateLimitRecorded = rateLimitRecorded.filter { now - $0.value < .seconds(60) }
+        }
+        guard allowed else {
+            return Refusal(
+                reason: .rateLimited,
+                detail:
+                    "more than \(Int(rate.perSecond)) registration datagrams a second (bursts of \(Int(rate.burst))) from \(source)"
+            )
+        }
+        return nil
     }
 
     /// The address an address record or a reverse-mapping PTR stands for.
@@ -198,6 +238,16 @@ extension SleepProxyCore {
 
         let key = OwnerKey(interface: datagram.interface, primaryMAC: mac)
         let existing = hosts[key]
+        if existing == nil {
+            let held = hosts.keys.lazy.filter { $0.interface == datagram.interface }.count
+            let limit = configuration.maximumHostsPerInterface
+            guard held < limit else {
+                return .failure(
+                    Refusal(
+                        reason: .hostLimit, detail: "\(datagram.interface) holds \(held) hosts, limit \(limit)",
+                        owner: mac))
+            }
+        }
         let sequence = registration.owner.sequence
         let sameSequence = existing?.owner.sequence == sequence
         let laterDatagram = sameSequence && existing?.answeredIDs.contains(registration.message.id) == true

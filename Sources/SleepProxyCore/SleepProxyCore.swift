@@ -44,6 +44,12 @@ public struct SleepProxyCore: Sendable {
     /// the log (Apple's proxy caps these messages too); every refusal is still recorded in the event history.
     var refusalLog = (windowStart: UnixTime(nanoseconds: 0), logged: 0, suppressed: 0)
     static let refusalLogLimit = 100
+    /// Each recent source's registration allowance (`CoreConfiguration.registrationRate`); sources whose bucket
+    /// is full again are forgotten, so the table stays as small as the set of busy sources.
+    var registrationBuckets: [IPAddress: TokenBucket] = [:]
+    /// When each source's rate-limited refusals were last recorded as an event (one a minute per source).
+    var rateLimitRecorded: [IPAddress: UnixTime] = [:]
+    static let registrationSourcesKept = 4_096
 
     struct UniqueName: Hashable, Sendable {
         var interface: InterfaceName

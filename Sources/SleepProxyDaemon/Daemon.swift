@@ -36,6 +36,8 @@ public struct DaemonConfiguration: Sendable {
     public var controlSocket: String?
     /// The group that owns the control socket (its members may use `sleepproxyctl`); nil keeps the daemon's.
     public var controlGroup: UInt32?
+    /// Control connections open at once.
+    public var controlConnections = 16
 
     public init(
         interfaces: [String], stateDirectory: String, registrationPort: UInt16 = Self.defaultRegistrationPort,
@@ -149,7 +151,8 @@ public final class Daemon: @unchecked Sendable {
             }
             if let path = configuration.controlSocket {
                 control = try ControlServer(
-                    path: path, group: configuration.controlGroup, queue: queue, logger: logger)
+                    path: path, group: configuration.controlGroup, queue: queue, logger: logger,
+                    maximumConnections: configuration.controlConnections)
             }
         } catch {
             for shell in shells.values { shell.stop() }

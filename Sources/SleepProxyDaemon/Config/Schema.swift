@@ -102,6 +102,21 @@ enum Schema {
             "maximum_batch": .value { value, settings throws(Problem) in
                 settings.maximumBatch = try integer(value, in: 1...4_096)
             },
+            "maximum_registration_bytes": .value { value, settings throws(Problem) in
+                settings.maximumRegistrationBytes = try integer(value, in: 512...65_535)
+            },
+            "maximum_hosts_per_interface": .value { value, settings throws(Problem) in
+                settings.maximumHostsPerInterface = try integer(value, in: 1...1_000_000)
+            },
+            "registrations_per_second": .value { value, settings throws(Problem) in
+                settings.registrationsPerSecond = try integer(value, in: 1...1_000_000)
+            },
+            "registration_burst": .value { value, settings throws(Problem) in
+                settings.registrationBurst = try integer(value, in: 1...1_000_000)
+            },
+            "control_connections": .value { value, settings throws(Problem) in
+                settings.controlConnections = try integer(value, in: 1...1_024)
+            },
         ]),
         "control": .table([
             "socket": .value { value, settings throws(Problem) in

@@ -81,6 +81,11 @@ public struct Settings: Equatable, Sendable {
     public var maximumRecords = 10_000
     public var eventHistory = 10_000
     public var maximumBatch = 256
+    public var maximumRegistrationBytes = 9_000
+    public var maximumHostsPerInterface = 1_000
+    public var registrationsPerSecond = 50
+    public var registrationBurst = 500
+    public var controlConnections = 16
 
     // [control]
     /// The control socket's path; empty opens none.
@@ -218,6 +223,11 @@ extension Settings {
             eventHistoryLimit: eventHistory, maximumBatch: maximumBatch, advertisement: advertisement,
             controlSocket: controlSocket.isEmpty ? nil : controlSocket, controlGroup: group)
         configuration.wakeAllOnExit = wakeAllOnExit
+        configuration.core.maximumRegistrationBytes = maximumRegistrationBytes
+        configuration.core.maximumHostsPerInterface = maximumHostsPerInterface
+        configuration.core.registrationRate = Rate(
+            perSecond: Double(registrationsPerSecond), burst: Double(registrationBurst))
+        configuration.controlConnections = controlConnections
         return configuration
     }
 }

@@ -25,10 +25,16 @@ public final class ControlServer: @unchecked Sendable {
     private var acceptSource: (any DispatchSourceRead)?
     private var connections: [ObjectIdentifier: ControlConnection] = [:]
     private var handler: Handler?
+    /// Connections open at once; more are told so and closed.
+    private let maximumConnections: Int
+    private var lastBusyLog: ContinuousClock.Instant?
 
     /// Creates the socket at `path` with mode 0660 and, if given, group `group`. A stale socket file (nobody
     /// listening) is replaced; a live one means another daemon runs, which is an error.
-    public init(path: String, group: UInt32?, queue: DispatchQueue, logger: Logger) throws {
+    public init(
+        path: String, group: UInt32?, queue: DispatchQueue, logger: Logger, maximumConnections: Int = 16
+    ) throws {
+        self.maximumConnections = maximumConnections
         self.path = path
         self.queue = queue
         self.logger = logger
@@ -127,6 +133,10 @@ public final class ControlServer: @unchecked Sendable {
         while true {
             let client = accept(listener, nil, nil)
             guard client >= 0 else { return }
+            guard connections.count < maximumConnections else {
+                refuseBusy(client)
+                continue
+            }
             _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
             _ = fcntl(client, F_SETFD, FD_CLOEXEC)
             let connection = ControlConnection(descriptor: client, queue: queue, logger: logger)
@@ -140,6 +150,26 @@ public final class ControlServer: @unchecked Sendable {
                     guard let self, let connection else { return }
                     self.connections[ObjectIdentifier(connection)] = nil
                 })
+        }
+    }
+
+    /// One connection too many: an error line if the socket takes it at once, then closed. Logged once a minute.
+    private func refuseBusy(_ client: Int32) {
+        _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
+        let response = ControlResponse.failure(
+            ControlError(
+                .busy,
+                "\(connections.count) control connections are open, the limit (limits.control_connections); try again"))
+        if let line = try? ControlProtocol.line(response) {
+            _ = line.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+        close(client)
+        let now = ContinuousClock.now
+        if lastBusyLog.map({ now - $0 >= .seconds(60) }) ?? true {
+            lastBusyLog = now
+            logger.warning(
+                "control socket: \(connections.count) connections open, the limit; refusing more (logged once a minute)"
+            )
         }
     }
 

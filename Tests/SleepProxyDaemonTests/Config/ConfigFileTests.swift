@@ -63,6 +63,11 @@ import Testing
             maximum_records = 2000
             event_history = 500
             maximum_batch = 64
+            maximum_registration_bytes = 4000
+            maximum_hosts_per_interface = 30
+            registrations_per_second = 5
+            registration_burst = 40
+            control_connections = 4
 
             [control]
             socket = "/run/sp/ctl.sock"
@@ -93,6 +98,11 @@ import Testing
         expected.maximumRecords = 2_000
         expected.eventHistory = 500
         expected.maximumBatch = 64
+        expected.maximumRegistrationBytes = 4_000
+        expected.maximumHostsPerInterface = 30
+        expected.registrationsPerSecond = 5
+        expected.registrationBurst = 40
+        expected.controlConnections = 4
         expected.controlSocket = "/run/sp/ctl.sock"
         expected.controlGroup = "admins"
         expected.dryRun = true
@@ -118,6 +128,10 @@ import Testing
         #expect(configuration.core.maximumLease == 7_200 && configuration.core.maximumRecordsTotal == 2_000)
         #expect(configuration.core.wakePolicy.dryRun && configuration.core.wakePolicy.neverWake.count == 2)
         #expect(!configuration.core.keepaliveOffload)
+        #expect(
+            configuration.core.maximumRegistrationBytes == 4_000 && configuration.core.maximumHostsPerInterface == 30)
+        #expect(configuration.core.registrationRate == Rate(perSecond: 5, burst: 40))
+        #expect(configuration.controlConnections == 4)
         #expect(configuration.eventHistoryLimit == 500 && configuration.maximumBatch == 64)
         #expect(configuration.wakeAllOnExit)
     }

@@ -1,0 +1,94 @@
+import DNSWire
+import NetworkAddresses
+import SleepProxyCore
+import Testing
+
+/// Limits on what an outsider controls: datagram sizes, hosts per interface, and each source's rate.
+@Suite("Limits")
+struct LimitsTests {
+    static func registration(_ index: Int, padding: Int = 0, sequence: UInt8 = 1) -> [UInt8] {
+        var records = Update.host("host\(index)", ipv4: IPv4Address(10, 77, 0, UInt8(10 + index % 200)))
+        if padding > 0 {
+            // TXT strings of at most 255 bytes each, as many as needed.
+            var strings: [String] = []
+            var left = padding
+            while left > 0 {
+                strings.append(String(repeating: "x", count: min(left, 255)))
+                left -= 256
+            }
+            records.append(
+                DNSRecord(
+                    name: try! DNSName(labels: ["host\(index) pad", "_http", "_tcp", "local"]), ttl: 4500,
+                    rdata: .txt(try! TXTData(strings))))
+        }
+        let mac = MACAddress(0x02, 0x10, 0, 0, UInt8(index / 256), UInt8(index % 256))
+        return Update.bytes(records: records, owner: OwnerOption(sequence: sequence, primaryMAC: mac))
+    }
+
+    @Test func datagramsUpToTheLimitAreTakenLargerOnesRefused() throws {
+        var harness = Harness()
+        var fits = Self.registration(1, padding: 8_500)
+        #expect(fits.count <= 9_000 && fits.count > 8_500, "\(fits.count)")
+        #expect(harness.register(fits).replies.count == 1)
+
+        fits = Self.registration(2, padding: 9_000)
+        #expect(fits.count > 9_000)
+        let refused = harness.register(fits)
+        #expect(refused.replies.isEmpty)
+        let event = try #require(refused.events.first)
+        #expect(event.reason == .tooLarge && event.detail == "\(fits.count) bytes, limit 9000", "\(event)")
+        // Not decoded at all: garbage of that size is refused the same way.
+        let garbage = harness.register([UInt8](repeating: 0xFF, count: 9_001))
+        #expect(garbage.events.first?.reason == .tooLarge)
+    }
+
+    @Test func anInterfaceHoldsAtMostSoManyHosts() throws {
+        var configuration = CoreConfiguration()
+        configuration.maximumHostsPerInterface = 2
+        var harness = Harness(configuration: configuration)
+        #expect(harness.register(Self.registration(1)).replies.count == 1)
+        #expect(harness.register(Self.registration(2)).replies.count == 1)
+        let third = harness.register(Self.registration(3))
+        #expect(third.events.first?.reason == .hostLimit, "\(third.events)")
+        #expect(third.events.first?.detail == "eth0 holds 2 hosts, limit 2")
+        // Hosts already held still renew and re-register.
+        #expect(harness.register(Self.registration(1)).replies.count == 1)
+        #expect(harness.register(Self.registration(2, sequence: 2)).replies.count == 1)
+        #expect(harness.core.owners.count == 2)
+    }
+
+    /// One source sending too fast is refused beyond its burst, with one event a minute, while others go on;
+    /// its allowance comes back at the sustained rate.
+    @Test func eachSourceHasItsRate() throws {
+        var configuration = CoreConfiguration()
+        configuration.registrationRate = Rate(perSecond: 10, burst: 20)
+        var harness = Harness(configuration: configuration)
+        var answered = 0
+        var refusedEvents: [Event] = []
+        for index in 0..<50 {
+            let actions = harness.register(Self.registration(index))
+            answered += actions.replies.count
+            refusedEvents += actions.events.filter { $0.reason == .rateLimited }
+        }
+        #expect(answered == 20, "the burst")
+        #expect(refusedEvents.count == 1, "one event a minute per source, not one per datagram")
+        #expect(refusedEvents.first?.source == Harness.sleeper)
+        #expect(refusedEvents.first?.detail.contains("more than 10 registration datagrams a second") == true)
+
+        // Another host on the link is not affected.
+        let other = Endpoint(address: .v4(IPv4Address(10, 77, 0, 99)), port: 5353)
+        #expect(harness.register(Self.registration(60), from: other).replies.count == 1)
+
+        // Half a second later, five more are allowed.
+        harness.advance(.milliseconds(500))
+        var later = 0
+        for index in 70..<80 { later += harness.register(Self.registration(index)).replies.count }
+        #expect(later == 5)
+        // A minute on, a refusal is recorded again.
+        harness.advance(.seconds(61))
+        for index in 100..<125 {
+            refusedEvents += harness.register(Self.registration(index)).events.filter { $0.reason == .rateLimited }
+        }
+        #expect(refusedEvents.count == 2)
+    }
+}
