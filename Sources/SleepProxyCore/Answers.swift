@@ -45,7 +45,15 @@ extension SleepProxyCore {
         var multicast: [DNSRecord] = []
         let directUnicast = !isMulticast(packet.destination)
         let group = MulticastDNS.group(for: packet.source.address)
-        for question in message.questions {
+        let limit = configuration.maximumQuestionsPerQuery
+        var actions: [Action] = []
+        if message.questions.count > limit {
+            actions += noteLimit(
+                "maximum_questions_per_query",
+                "a query from \(packet.source) asked \(message.questions.count) questions; answering the first \(limit)",
+                now: now)
+        }
+        for question in message.questions.prefix(limit) {
             guard question.questionClass == .internet || question.questionClass == .any else { continue }
             var records = lookup(question.name, type: question.type, interface: packet.interface, now: now)
             if records.isEmpty,
@@ -73,7 +81,6 @@ extension SleepProxyCore {
                 }
             }
         }
-        var actions: [Action] = []
         if !unicast.isEmpty {
             let additionals = additionalRecords(for: unicast, interface: packet.interface, now: now).filter { record in
                 !knownAnswers.contains { Self.suppresses($0, record) }
@@ -104,6 +111,13 @@ extension SleepProxyCore {
                             source: directUnicast && !isHeldAddress(packet.destination, on: packet.interface)
                                 ? packet.destination : nil)))
             }
+        }
+        if !multicast.isEmpty, pendingResponses.count >= configuration.maximumPendingResponses {
+            let waiting = pendingResponses.count
+            actions += noteLimit(
+                "maximum_pending_responses",
+                "\(waiting) multicast responses are waiting; dropping the answer to \(packet.source)", now: now)
+            return actions
         }
         if !multicast.isEmpty {
             // Shared records may be answered by several responders: wait 20-120 ms (RFC 6762 section 6). A truncated

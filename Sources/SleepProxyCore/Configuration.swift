@@ -26,6 +26,10 @@ public struct CoreConfiguration: Hashable, Sendable {
     /// Registration datagrams one source address may send: a sustained rate and a burst. A Mac sends a few per
     /// registration; a proxy handing its hosts over sends a few per host, hence the burst.
     public var registrationRate = Rate(perSecond: 50, burst: 500)
+    /// Questions of one mDNS query that are answered; the rest are ignored. Real queriers ask a handful.
+    public var maximumQuestionsPerQuery: Int = 64
+    /// Multicast responses waiting for their moment; query answers beyond it are dropped (announcements are not).
+    public var maximumPendingResponses: Int = 4_096
 
     public init(
         maximumLease: UInt32 = 86_400, maximumRecordsPerOwner: Int = 1_000, maximumRecordsTotal: Int = 10_000,

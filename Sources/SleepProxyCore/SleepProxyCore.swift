@@ -50,6 +50,15 @@ public struct SleepProxyCore: Sendable {
     /// When each source's rate-limited refusals were last recorded as an event (one a minute per source).
     var rateLimitRecorded: [IPAddress: UnixTime] = [:]
     static let registrationSourcesKept = 4_096
+    /// When each limit was last logged as hit: one line a minute per limit, however often it is hit.
+    var limitLog: [String: UnixTime] = [:]
+
+    /// A warning that `limit` was hit, at most once a minute per limit.
+    mutating func noteLimit(_ limit: String, _ text: @autoclosure () -> String, now: UnixTime) -> [Action] {
+        if let last = limitLog[limit], now - last < .seconds(60) { return [] }
+        limitLog[limit] = now
+        return [.log(.warning, "limit \(limit) reached: \(text()) (logged at most once a minute)")]
+    }
 
     struct UniqueName: Hashable, Sendable {
         var interface: InterfaceName

@@ -91,4 +91,41 @@ struct LimitsTests {
         }
         #expect(refusedEvents.count == 2)
     }
+
+    /// A query asking more questions than the limit gets the first ones answered; one line a minute says so.
+    @Test func questionsBeyondTheLimitAreIgnored() throws {
+        var configuration = CoreConfiguration()
+        configuration.maximumQuestionsPerQuery = 8
+        var harness = Harness(configuration: configuration)
+        harness.register(Self.registration(1))
+        harness.run(until: harness.now + .seconds(5))
+        let fillers = (0..<10).map { DNSQuestion(name: try! DNSName(labels: ["nobody\($0)", "local"]), type: .a) }
+        let held = DNSQuestion(name: "host1.local.", type: .a, unicastResponse: true)
+        let late = harness.mdns(Query.bytes(fillers + [held]))
+        #expect(late.transmissions.isEmpty, "the ninth question and after are not answered")
+        #expect(late.logLines.contains { $0.0 == .warning && $0.1.contains("limit maximum_questions_per_query") })
+        let early = harness.mdns(Query.bytes([held] + fillers))
+        #expect(!early.transmissions.isEmpty, "the first question is")
+        #expect(!early.logLines.contains { $0.1.contains("limit maximum_questions_per_query") }, "once a minute")
+    }
+
+    /// Multicast answers waiting for their delay are bounded; beyond, answers are dropped with one line a minute.
+    @Test func pendingResponsesAreBounded() throws {
+        var configuration = CoreConfiguration()
+        configuration.maximumPendingResponses = 16
+        var harness = Harness(configuration: configuration)
+        harness.register(Self.registration(1))
+        harness.run(until: harness.now + .seconds(5))
+        var logged = 0
+        for index in 0..<40 {
+            // The shared browsing PTR waits 20-120 ms before it is multicast.
+            let querier = Endpoint(address: .v4(IPv4Address(10, 77, 0, UInt8(100 + index))), port: 5353)
+            let actions = harness.mdns(Query.bytes("_ssh._tcp.local.", .ptr), from: querier)
+            logged += actions.logLines.filter { $0.1.contains("limit maximum_pending_responses") }.count
+        }
+        #expect(logged == 1)
+        let sent = harness.run(until: harness.now + .seconds(1))
+        #expect(sent.transmissions.count <= 16, "\(sent.transmissions.count)")
+        #expect(!sent.transmissions.isEmpty)
+    }
 }

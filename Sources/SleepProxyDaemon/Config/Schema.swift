@@ -117,6 +117,12 @@ enum Schema {
             "control_connections": .value { value, settings throws(Problem) in
                 settings.controlConnections = try integer(value, in: 1...1_024)
             },
+            "maximum_questions_per_query": .value { value, settings throws(Problem) in
+                settings.maximumQuestionsPerQuery = try integer(value, in: 1...1_000)
+            },
+            "maximum_pending_responses": .value { value, settings throws(Problem) in
+                settings.maximumPendingResponses = try integer(value, in: 16...1_000_000)
+            },
         ]),
         "control": .table([
             "socket": .value { value, settings throws(Problem) in

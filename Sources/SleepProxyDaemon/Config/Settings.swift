@@ -86,6 +86,8 @@ public struct Settings: Equatable, Sendable {
     public var registrationsPerSecond = 50
     public var registrationBurst = 500
     public var controlConnections = 16
+    public var maximumQuestionsPerQuery = 64
+    public var maximumPendingResponses = 4_096
 
     // [control]
     /// The control socket's path; empty opens none.
@@ -228,6 +230,8 @@ extension Settings {
         configuration.core.registrationRate = Rate(
             perSecond: Double(registrationsPerSecond), burst: Double(registrationBurst))
         configuration.controlConnections = controlConnections
+        configuration.core.maximumQuestionsPerQuery = maximumQuestionsPerQuery
+        configuration.core.maximumPendingResponses = maximumPendingResponses
         return configuration
     }
 }
