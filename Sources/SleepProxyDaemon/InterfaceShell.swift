@@ -72,7 +72,9 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
         link = try Self.link(of: found)
         for family in [DatagramSocket.Family.ipv4, .ipv6] {
             do {
-                sockets.append(try DatagramSocket(family: family, interface: interface, port: options.registrationPort))
+                let socket = try DatagramSocket(family: family, interface: interface, port: options.registrationPort)
+                Self.enlargeReceiveBuffer(socket.fileDescriptor, logger: logger, what: "registration socket")
+                sockets.append(socket)
             } catch {
                 throw DaemonError(description: "registration socket on \(interface): \(error)")
             }
@@ -80,6 +82,28 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
         if options.responder {
             try openResponder(found)
         }
+    }
+
+    /// Registrations must survive a burst from a busy or hostile host while the daemon is at other work: 4 MiB
+    /// holds thousands of datagrams, where the kernel's default (about 200 KiB) holds a few hundred. With
+    /// CAP_NET_ADMIN the size is forced past `net.core.rmem_max`; without it, the kernel grants what it allows.
+    public static let registrationReceiveBuffer: Int32 = 4 << 20
+
+    /// Asks for `registrationReceiveBuffer` bytes of receive buffer on `descriptor`; returns what the kernel
+    /// granted (it reports twice the size asked, counting its bookkeeping).
+    @discardableResult
+    public static func enlargeReceiveBuffer(_ descriptor: Int32, logger: Logger, what: String) -> Int32 {
+        var size = registrationReceiveBuffer
+        let length = socklen_t(MemoryLayout<Int32>.size)
+        if setsockopt(descriptor, SOL_SOCKET, SO_RCVBUFFORCE, &size, length) != 0 {
+            _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, length)
+        }
+        var granted: Int32 = 0
+        var grantedLength = length
+        if getsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &granted, &grantedLength) == 0 {
+            logger.debug("\(what): receive buffer \(granted) bytes")
+        }
+        return granted
     }
 
     /// The `Link` the core needs: the interface's MAC and on-link prefixes.

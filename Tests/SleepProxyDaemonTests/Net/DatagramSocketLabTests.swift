@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Logging
 import NetworkAddresses
 import SleepProxyCore
 import SleepProxyDaemon
@@ -154,6 +155,21 @@ struct DatagramSocketLabTests {
             #expect(output.replyAddress == target.clientTarget(proxy))
             #expect(output.replyPort == socket.localPort)
             #expect(output.replyPayload == "answer")
+        }
+    }
+
+    /// Registration sockets hold a burst: 4 MiB of receive buffer, past `net.core.rmem_max` with CAP_NET_ADMIN.
+    @Test("a registration socket's receive buffer is enlarged", arguments: families)
+    func receiveBufferIsEnlarged(family: DatagramSocket.Family) async throws {
+        try await Lab.withLab { lab in
+            let socket = try lab.withNamespace(.proxy) {
+                try DatagramSocket(family: family, interface: Lab.interfaceName, port: 0)
+            }
+            defer { socket.close() }
+            let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+            let granted = InterfaceShell.enlargeReceiveBuffer(socket.fileDescriptor, logger: logger, what: "test")
+            // The kernel reports twice what was asked.
+            #expect(granted >= 2 * InterfaceShell.registrationReceiveBuffer, "\(granted)")
         }
     }
 
