@@ -21,8 +21,9 @@ func startBenchmarkDaemon(_ lab: Lab) async throws -> LabProcess? {
     let daemon = try lab.spawn(
         .proxy,
         [
-            daemonPath, "--interface", "eth0", "--state-dir", lab.workDirectory + "/state", "--registration-port",
-            "5354", "--maximum-records", "100000", "--log-level", "info", "--no-advertise",
+            daemonPath, "--config", try capacityConfig(in: lab), "--interface", "eth0", "--state-dir",
+            lab.workDirectory + "/state", "--registration-port", "5354", "--maximum-records", "100000", "--log-level",
+            "info", "--no-advertise",
         ])
     _ = try await eventually("sleepproxyd to start", within: .seconds(10)) {
         daemon.stderr.contains("registrations on UDP port") ? true : nil

@@ -24,10 +24,33 @@ extension SleepProxyCore {
         actions += releaseOnOwnTraffic(message, packet, now: now)
         actions += checkAdvertisementConflict(message, packet, now: now)
         actions += checkHeldConflicts(message, packet, now: now)
-        if !message.flags.isResponse, message.flags.opcode == .query {
+        if !message.flags.isResponse, message.flags.opcode == .query, !message.questions.isEmpty {
+            if admitQuery(from: packet.source.address, now: now) {
+                actions += answer(message, packet, link: link, now: now)
+            } else {
+                let rate = configuration.queryRate
+                actions += noteLimit(
+                    "queries_per_second",
+                    "\(packet.source.address) asks more than \(Int(rate.perSecond)) queries a second (bursts of \(Int(rate.burst))); its queries go unanswered until it slows down",
+                    now: now)
+            }
+        } else if !message.flags.isResponse, message.flags.opcode == .query {
             actions += answer(message, packet, link: link, now: now)
         }
         return actions
+    }
+
+    /// Whether a query from `source` is within its rate. Sources whose allowance is full again are forgotten when
+    /// the table grows, so it stays as small as the set of busy queriers.
+    mutating func admitQuery(from source: IPAddress, now: UnixTime) -> Bool {
+        let rate = configuration.queryRate
+        var bucket = queryBuckets[source] ?? TokenBucket(rate: rate, now: now)
+        let allowed = bucket.take(rate, now: now)
+        queryBuckets[source] = bucket
+        if queryBuckets.count > Self.registrationSourcesKept {
+            queryBuckets = queryBuckets.filter { !$0.value.isFull(rate, now: now) }
+        }
+        return allowed
     }
 
     // MARK: Answers

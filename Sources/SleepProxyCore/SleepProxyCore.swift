@@ -50,6 +50,8 @@ public struct SleepProxyCore: Sendable {
     /// When each source's rate-limited refusals were last recorded as an event (one a minute per source).
     var rateLimitRecorded: [IPAddress: UnixTime] = [:]
     static let registrationSourcesKept = 4_096
+    /// Each recent querier's allowance (`CoreConfiguration.queryRate`), forgotten once full again.
+    var queryBuckets: [IPAddress: TokenBucket] = [:]
     /// When each limit was last logged as hit: one line a minute per limit, however often it is hit.
     var limitLog: [String: UnixTime] = [:]
 

@@ -128,4 +128,26 @@ struct LimitsTests {
         #expect(sent.transmissions.count <= 16, "\(sent.transmissions.count)")
         #expect(!sent.transmissions.isEmpty)
     }
+
+    /// A querier asking too fast goes unanswered beyond its burst, others are answered; one line a minute.
+    @Test func eachQuerierHasItsRate() throws {
+        var configuration = CoreConfiguration()
+        configuration.queryRate = Rate(perSecond: 10, burst: 5)
+        var harness = Harness(configuration: configuration)
+        harness.register(Self.registration(1))
+        harness.run(until: harness.now + .seconds(5))
+        let query = Query.bytes("host1.local.", .a, unicast: true)
+        let flooder = Endpoint(address: .v4(IPv4Address(10, 77, 0, 66)), port: 5353)
+        var answered = 0
+        var logged = 0
+        for _ in 0..<20 {
+            let actions = harness.mdns(query, from: flooder)
+            answered += actions.transmissions.isEmpty ? 0 : 1
+            logged += actions.logLines.filter { $0.1.contains("limit queries_per_second") }.count
+        }
+        #expect(answered == 5 && logged == 1, "answered \(answered), logged \(logged)")
+        #expect(!harness.mdns(query, from: Harness.waker).transmissions.isEmpty, "another querier is answered")
+        harness.advance(.milliseconds(200))
+        #expect(!harness.mdns(query, from: flooder).transmissions.isEmpty, "two more after 200 ms at 10 a second")
+    }
 }

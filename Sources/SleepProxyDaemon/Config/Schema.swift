@@ -117,6 +117,12 @@ enum Schema {
             "control_connections": .value { value, settings throws(Problem) in
                 settings.controlConnections = try integer(value, in: 1...1_024)
             },
+            "queries_per_second": .value { value, settings throws(Problem) in
+                settings.queriesPerSecond = try integer(value, in: 1...10_000_000)
+            },
+            "query_burst": .value { value, settings throws(Problem) in
+                settings.queryBurst = try integer(value, in: 1...10_000_000)
+            },
             "maximum_questions_per_query": .value { value, settings throws(Problem) in
                 settings.maximumQuestionsPerQuery = try integer(value, in: 1...1_000)
             },

@@ -62,6 +62,8 @@ extension Settings {
         lines.append("registrations_per_second = \(registrationsPerSecond)")
         lines.append("registration_burst = \(registrationBurst)")
         lines.append("control_connections = \(controlConnections)")
+        lines.append("queries_per_second = \(queriesPerSecond)")
+        lines.append("query_burst = \(queryBurst)")
         lines.append("maximum_questions_per_query = \(maximumQuestionsPerQuery)")
         lines.append("maximum_pending_responses = \(maximumPendingResponses)")
         lines.append("")

@@ -86,6 +86,8 @@ public struct Settings: Equatable, Sendable {
     public var registrationsPerSecond = 50
     public var registrationBurst = 500
     public var controlConnections = 16
+    public var queriesPerSecond = 500
+    public var queryBurst = 2_000
     public var maximumQuestionsPerQuery = 64
     public var maximumPendingResponses = 4_096
 
@@ -231,6 +233,7 @@ extension Settings {
             perSecond: Double(registrationsPerSecond), burst: Double(registrationBurst))
         configuration.controlConnections = controlConnections
         configuration.core.maximumQuestionsPerQuery = maximumQuestionsPerQuery
+        configuration.core.queryRate = Rate(perSecond: Double(queriesPerSecond), burst: Double(queryBurst))
         configuration.core.maximumPendingResponses = maximumPendingResponses
         return configuration
     }
