@@ -157,7 +157,30 @@ extension SleepProxyCore {
                 }
                 rateLimitRecorded[datagram.source.address] = now
             }
-            actions.append(.store(.appendEvent(event)))
+            // Every refusal is a store write: one source gets `refusalEventsPerSource` of them a minute, and a
+            // count of the rest when the minute is over.
+            var record = refusalEvents[datagram.source.address] ?? RefusalRecord(windowStart: now)
+            if now - record.windowStart >= .seconds(60) {
+                if record.suppressed > 0 {
+                    actions.append(
+                        .store(
+                            .appendEvent(
+                                Event(
+                                    time: now, kind: .refused, interface: datagram.interface, owner: nil,
+                                    source: datagram.source, reason: refusal.reason,
+                                    detail:
+                                        "\(record.suppressed) more refusals from \(datagram.source.address) in the last minute were not recorded"
+                                ))))
+                }
+                record = RefusalRecord(windowStart: now)
+            }
+            if record.recorded < Self.refusalEventsPerSource {
+                record.recorded += 1
+                actions.append(.store(.appendEvent(event)))
+            } else {
+                record.suppressed += 1
+            }
+            refusalEvents[datagram.source.address] = record
             if now - refusalLog.windowStart >= .seconds(60) {
                 if refusalLog.suppressed > 0 {
                     actions.append(
@@ -194,6 +217,7 @@ extension SleepProxyCore {
         if registrationBuckets.count > Self.registrationSourcesKept {
             registrationBuckets = registrationBuckets.filter { !$0.value.isFull(rate, now: now) }
             rateLimitRecorded = rateLimitRecorded.filter { now - $0.value < .seconds(60) }
+            refusalEvents = refusalEvents.filter { now - $0.value.windowStart < .seconds(60) }
         }
         guard allowed else {
             return Refusal(

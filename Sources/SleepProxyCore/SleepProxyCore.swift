@@ -49,6 +49,15 @@ public struct SleepProxyCore: Sendable {
     var registrationBuckets: [IPAddress: TokenBucket] = [:]
     /// When each source's rate-limited refusals were last recorded as an event (one a minute per source).
     var rateLimitRecorded: [IPAddress: UnixTime] = [:]
+    /// Refusal events recorded per source in its current minute.
+    var refusalEvents: [IPAddress: RefusalRecord] = [:]
+    static let refusalEventsPerSource = 20
+
+    struct RefusalRecord: Hashable, Sendable {
+        var windowStart: UnixTime
+        var recorded = 0
+        var suppressed = 0
+    }
     static let registrationSourcesKept = 4_096
     /// Each recent querier's allowance (`CoreConfiguration.queryRate`), forgotten once full again.
     var queryBuckets: [IPAddress: TokenBucket] = [:]
