@@ -14,4 +14,10 @@ static inline sqlite3_destructor_type csqlite_static(void) {
     return SQLITE_STATIC;
 }
 
+/// sqlite3_db_config is variadic, which Swift cannot call: turns checkpointing when the connection closes off (1)
+/// or back on (0). Off, a close leaves the database file and its write-ahead log exactly as they were.
+static inline int csqlite_set_no_checkpoint_on_close(sqlite3 *db, int on) {
+    return sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, on, (int *)0);
+}
+
 #endif

@@ -69,11 +69,49 @@ public final class LeaseStore: LeaseStoring {
         public var eventHistoryLimit: Int
         /// How long a statement waits for another connection's lock (the CLI reading, say) before it fails.
         public var busyTimeout: Duration
+        /// What opening does with a damaged database file.
+        public var damagedFile: DamagedFilePolicy
 
-        public init(eventHistoryLimit: Int = 10_000, busyTimeout: Duration = .seconds(5)) {
+        public init(
+            eventHistoryLimit: Int = 10_000, busyTimeout: Duration = .seconds(5),
+            damagedFile: DamagedFilePolicy = .refuse
+        ) {
             self.eventHistoryLimit = eventHistoryLimit
             self.busyTimeout = busyTimeout
+            self.damagedFile = damagedFile
         }
+    }
+
+    /// What opening does with a database file that is damaged (error kind `.damaged`: not a SQLite database, or
+    /// one SQLite finds corrupt). A sound database that is not a lease store, or one of a newer schema, is always
+    /// refused and left untouched, whatever the policy: it is another program's file, or a newer version's.
+    public struct DamagedFilePolicy: Hashable, Sendable, CustomStringConvertible {
+        private enum Code: Hashable, Sendable {
+            case refuse
+            case setAside
+        }
+        private let code: Code
+
+        /// Throw the `.damaged` error and leave the file as it is.
+        public static let refuse = DamagedFilePolicy(code: .refuse)
+        /// Rename the file (with its `-wal` and `-shm` files) to `leases.sqlite.damaged-<UTC time>` beside it and
+        /// open a new, empty store. `LeaseStore.setAside` then says where the file went and what was wrong.
+        public static let setAside = DamagedFilePolicy(code: .setAside)
+
+        public var description: String {
+            switch code {
+            case .refuse: "refuse"
+            case .setAside: "set aside"
+            }
+        }
+    }
+
+    /// A damaged database file that opening renamed before starting an empty store.
+    public struct SetAsideFile: Hashable, Sendable {
+        /// Where the damaged file is now (its `-wal` and `-shm` files, if any, carry the same name plus suffix).
+        public var keptAs: String
+        /// What was wrong with it.
+        public var problem: LeaseStoreError
     }
 
     /// The schema version this build writes, kept in `PRAGMA user_version`.
@@ -84,15 +122,20 @@ public final class LeaseStore: LeaseStoring {
     /// The database file.
     public let path: String
     public let configuration: Configuration
+    /// The damaged file this store replaced when it was opened, under the `.setAside` policy; nil otherwise.
+    public let setAside: SetAsideFile?
     private let connection: Mutex<Connection?>
 
     /// Opens the store in `directory`, creating the directory (mode 0700) and the database when missing.
     ///
-    /// Throws `LeaseStoreError` of kind `.newerSchema` for a database a newer version wrote (and leaves it
-    /// untouched), `.cannotOpen` for a file that is not a database, `.cannotCreateDirectory` when the directory
-    /// cannot be made.
+    /// Opening checks what the file is before it writes anything: a database of a newer schema throws
+    /// `.newerSchema`, a SQLite database with other tables `.foreign` (both left untouched); a file that is not a
+    /// database, or that fails SQLite's quick integrity check, is `.damaged`: refused or set aside as
+    /// `configuration.damagedFile` says. `.cannotCreateDirectory` when the directory cannot be made, `.cannotOpen`
+    /// when SQLite cannot open the file at all.
     public init(directory: String, configuration: Configuration = .init()) throws(LeaseStoreError) {
-        path = directory.hasSuffix("/") ? directory + Self.fileName : directory + "/" + Self.fileName
+        let path = directory.hasSuffix("/") ? directory + Self.fileName : directory + "/" + Self.fileName
+        self.path = path
         self.configuration = configuration
         guard configuration.eventHistoryLimit >= 1 else {
             throw LeaseStoreError(
@@ -100,14 +143,29 @@ public final class LeaseStore: LeaseStoring {
                 reason: "eventHistoryLimit must be at least 1, not \(configuration.eventHistoryLimit)")
         }
         try Self.makeDirectory(directory)
+        do {
+            connection = Mutex(try Self.open(path, configuration: configuration))
+            setAside = nil
+        } catch {
+            guard error.kind == .damaged, configuration.damagedFile == .setAside else { throw error }
+            let keptAs = try Self.setAside(path)
+            connection = Mutex(try Self.open(path, configuration: configuration))
+            setAside = SetAsideFile(keptAs: keptAs, problem: error)
+        }
+    }
+
+    private static func open(_ path: String, configuration: Configuration) throws(LeaseStoreError) -> Connection {
         let connection = try Connection(path: path)
         do {
-            try Self.prepare(connection, configuration: configuration)
+            try prepare(connection, configuration: configuration)
         } catch {
+            // A sound database that is refused (another program's, a newer version's) is closed as any SQLite
+            // client closes it, which leaves no empty log beside it; a damaged one stays exactly as found.
+            if error.kind != .damaged { try? connection.setCheckpointOnClose(true) }
             connection.close()
             throw error
         }
-        self.connection = Mutex(connection)
+        return connection
     }
 
     deinit { close() }
@@ -352,7 +410,8 @@ public final class LeaseStore: LeaseStoring {
 
     // MARK: Plumbing
 
-    private func withConnection<R: Sendable>(
+    /// Runs `body` with the connection, under the mutex; internal for the tests' own pragmas.
+    func withConnection<R: Sendable>(
         _ operation: String, _ body: (Connection) throws(LeaseStoreError) -> R
     ) throws(LeaseStoreError) -> R {
         let path = path
@@ -368,21 +427,32 @@ public final class LeaseStore: LeaseStoring {
         }
     }
 
-    /// Sets the connection up: busy timeout, schema version check, WAL, pragmas, and the schema on first use.
+    /// Sets the connection up: busy timeout, what the file is (version, tables, integrity), WAL, pragmas, and the
+    /// schema on first use. Nothing is written before the file is known to be an empty database or a lease store.
     private static func prepare(_ connection: Connection, configuration: Configuration) throws(LeaseStoreError) {
         let (seconds, attoseconds) = configuration.busyTimeout.components
         let milliseconds = max(0, min(Int64(Int32.max), seconds * 1000 + attoseconds / 1_000_000_000_000_000))
         try connection.setBusyTimeout(milliseconds: Int32(milliseconds))
-        // The first read finds out whether the file is a database at all; report that as an open failure.
+        // Until the file is known to be a lease store, closing must not checkpoint (which writes the log into the
+        // file and deletes the log): a damaged file is set aside as found, another program's left as it was.
+        try connection.setCheckpointOnClose(false)
+        // The first reads find out whether the file is a database at all.
         var version: Int64
+        var tables: [String]
         do {
             version = try connection.integer("PRAGMA user_version")
+            tables = try connection.texts(SQL.tableNames)
         } catch {
             throw LeaseStoreError(
-                .cannotOpen, operation: "open: read schema version", path: connection.path,
+                error.kind == .damaged ? .damaged : .cannotOpen, operation: "open: read schema", path: connection.path,
                 sqliteResultCode: error.sqliteResultCode, reason: error.reason)
         }
-        try checkVersion(version, path: connection.path)
+        try checkIdentity(version: version, tables: tables, path: connection.path)
+        if version != 0 {
+            try checkIntegrity(connection)
+            try checkColumns(connection)
+        }
+        try connection.setCheckpointOnClose(true)
         let mode = try connection.text("PRAGMA journal_mode=WAL")
         guard mode?.lowercased() == "wal" else {
             throw LeaseStoreError(
@@ -395,7 +465,8 @@ public final class LeaseStore: LeaseStoring {
             try connection.transaction { () throws(LeaseStoreError) in
                 // Another process may have created the schema since the first read.
                 version = try connection.integer("PRAGMA user_version")
-                try checkVersion(version, path: connection.path)
+                tables = try connection.texts(SQL.tableNames)
+                try checkIdentity(version: version, tables: tables, path: connection.path)
                 if version == 0 {
                     for statement in SQL.schema { try connection.execute(statement) }
                     try connection.execute("PRAGMA user_version = \(schemaVersion)")
@@ -404,17 +475,90 @@ public final class LeaseStore: LeaseStoring {
         }
     }
 
-    private static func checkVersion(_ version: Int64, path: String) throws(LeaseStoreError) {
-        guard version <= schemaVersion else {
+    /// The statements the store runs name every column it uses: a table without one is not the store's.
+    private static func checkColumns(_ connection: Connection) throws(LeaseStoreError) {
+        for sql in SQL.used {
+            do {
+                _ = try connection.prepared(sql)
+            } catch {
+                guard error.kind == .sqlite else { throw error }
+                throw LeaseStoreError(
+                    .foreign, operation: "open: check tables", path: connection.path,
+                    sqliteResultCode: error.sqliteResultCode,
+                    reason: "the tables are not a lease store's (\(error.reason)). It is left untouched")
+            }
+        }
+    }
+
+    /// Whether a file with `version` and `tables` is this store's: empty, or schema 1 with its two tables.
+    private static func checkIdentity(version: Int64, tables: [String], path: String) throws(LeaseStoreError) {
+        let ours = tables.contains("owners") && tables.contains("events")
+        if version > schemaVersion, ours {
             throw LeaseStoreError(
                 .newerSchema, operation: "open", path: path,
-                reason: "the database has schema version \(version), this build reads versions up to \(schemaVersion)")
+                reason:
+                    "the database has schema version \(version), this build reads versions up to \(schemaVersion): a newer sleepproxyd wrote it. It is left untouched: run that version, or move the file away to start with an empty store"
+            )
         }
-        guard version >= 0 else {
+        guard version == 0 ? tables.isEmpty : (version > 0 && ours) else {
+            let listed = tables.isEmpty ? "no tables" : "the tables " + tables.prefix(8).joined(separator: ", ")
             throw LeaseStoreError(
-                .cannotOpen, operation: "open", path: path,
-                reason: "the database has schema version \(version), which no lease store writes")
+                .foreign, operation: "open", path: path,
+                reason:
+                    "a SQLite database with schema version \(version) and \(listed)\(tables.count > 8 ? ", ..." : ""), not a lease store (schema version up to \(schemaVersion) with the tables owners and events). It is left untouched: is state_directory another program's directory? Choose another, or move the file away"
+            )
         }
+    }
+
+    /// SQLite's quick check (every page and record well formed; O(size), tens of milliseconds for 10,000 hosts).
+    private static func checkIntegrity(_ connection: Connection) throws(LeaseStoreError) {
+        let findings: [String]
+        do {
+            findings = try connection.texts("PRAGMA quick_check(5)")
+        } catch {
+            throw error.kind == .damaged ? error.within("open: quick check") : error
+        }
+        guard findings == ["ok"] else {
+            throw LeaseStoreError(
+                .damaged, operation: "open: quick check", path: connection.path,
+                reason: "SQLite's quick check found: " + findings.joined(separator: "; "))
+        }
+    }
+
+    /// Renames the database at `path` and its `-wal` and `-shm` files to `<path>.damaged-<UTC time>` (the same
+    /// plus `-wal`, `-shm`), so that a new store can start there and the damaged one stays for inspection
+    /// (`sqlite3` opens the renamed set as it was). Returns the new name of the database file.
+    ///
+    /// The write-ahead log is renamed first: a log left beside a new database would be replayed into it.
+    /// `at` names the time in the new name (now when nil).
+    public static func setAside(_ path: String, at time: UnixTime? = nil) throws(LeaseStoreError) -> String {
+        var moment = tm()
+        var seconds = time.map { time_t($0.nanoseconds / 1_000_000_000) } ?? Glibc.time(nil)
+        gmtime_r(&seconds, &moment)
+        var buffer = [CChar](repeating: 0, count: 32)
+        let length = strftime(&buffer, buffer.count, "%Y%m%dT%H%M%SZ", &moment)
+        let stamp = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        var target = "\(path).damaged-\(stamp)"
+        var attempt = 1
+        while ["", "-wal", "-shm"].contains(where: { access(target + $0, F_OK) == 0 }) {
+            attempt += 1
+            target = "\(path).damaged-\(stamp)-\(attempt)"
+        }
+        for suffix in ["-wal", "-shm", ""] where access(path + suffix, F_OK) == 0 {
+            guard rename(path + suffix, target + suffix) == 0 else {
+                let reason = String(cString: strerror(errno))
+                throw LeaseStoreError(
+                    .cannotOpen, operation: "set aside as \(target + suffix)", path: path + suffix, reason: reason)
+            }
+        }
+        // The renames are durable before anything is written under the old name.
+        let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        let descriptor = Glibc.open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if descriptor >= 0 {
+            fsync(descriptor)
+            Glibc.close(descriptor)
+        }
+        return target
     }
 
     /// Creates `directory` and any missing parents with mode 0700; an existing directory is left as it is.
@@ -442,6 +586,12 @@ public final class LeaseStore: LeaseStoring {
 
 /// The SQL the store runs; each statement is prepared once per connection.
 private enum SQL {
+    /// The tables a database holds, without SQLite's own.
+    static let tableNames = """
+        SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name
+        """
+    /// Every statement that names columns, prepared at open to check the tables.
+    static var used: [String] { [upsertOwner, deleteOwner, selectOwners, insertEvent, selectNewestEvents] }
     static let schema = [
         """
         CREATE TABLE owners (

@@ -9,9 +9,12 @@ public struct LeaseStoreError: Error, Hashable, Sendable, CustomStringConvertibl
             case invalidConfiguration
             case cannotCreateDirectory
             case cannotOpen
+            case damaged
+            case foreign
             case newerSchema
             case journalMode
             case sqlite
+            case diskFull
             case encoding
             case closed
         }
@@ -21,15 +24,23 @@ public struct LeaseStoreError: Error, Hashable, Sendable, CustomStringConvertibl
         public static let invalidConfiguration = Kind(code: .invalidConfiguration)
         /// The state directory is missing and could not be created, or the path is not a directory.
         public static let cannotCreateDirectory = Kind(code: .cannotCreateDirectory)
-        /// SQLite could not open the file, or the file is not a lease store it can read.
+        /// SQLite could not open the file (permissions, a lock held too long, an I/O error).
         public static let cannotOpen = Kind(code: .cannotOpen)
+        /// The file is damaged: not a SQLite database at all (random bytes, a file cut short), or one that SQLite
+        /// finds corrupt. `LeaseStore.Configuration.damagedFile` says whether it is refused or set aside.
+        public static let damaged = Kind(code: .damaged)
+        /// A sound SQLite database that is not a lease store (another program's tables). It is left untouched.
+        public static let foreign = Kind(code: .foreign)
         /// The database was written by a newer version of the store (its `user_version` is higher than this build
         /// knows). It is left untouched.
         public static let newerSchema = Kind(code: .newerSchema)
         /// SQLite would not switch the database to write-ahead logging.
         public static let journalMode = Kind(code: .journalMode)
-        /// SQLite refused a statement (disk full, I/O error, busy beyond the timeout, ...).
+        /// SQLite refused a statement (I/O error, busy beyond the timeout, ...).
         public static let sqlite = Kind(code: .sqlite)
+        /// A write found no space: `SQLITE_FULL`, or `ENOSPC` or `EDQUOT` from the file system. Nothing of the
+        /// transaction was kept; the same write succeeds once space returns.
+        public static let diskFull = Kind(code: .diskFull)
         /// An owner's records could not be encoded (more than 65,535 bytes of records for one owner).
         public static let encoding = Kind(code: .encoding)
         /// The store was closed.
@@ -40,9 +51,12 @@ public struct LeaseStoreError: Error, Hashable, Sendable, CustomStringConvertibl
             case .invalidConfiguration: "invalid configuration"
             case .cannotCreateDirectory: "cannot create directory"
             case .cannotOpen: "cannot open"
+            case .damaged: "damaged file"
+            case .foreign: "not a lease store"
             case .newerSchema: "newer schema"
             case .journalMode: "journal mode"
             case .sqlite: "SQLite error"
+            case .diskFull: "disk full"
             case .encoding: "cannot encode"
             case .closed: "closed"
             }

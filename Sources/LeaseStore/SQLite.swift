@@ -1,4 +1,5 @@
 import CSQLite
+import Glibc
 
 /// One SQLite connection with its cache of prepared statements.
 ///
@@ -48,10 +49,29 @@ final class Connection {
         return handle
     }
 
-    /// An error carrying SQLite's current message for this connection.
+    /// An error carrying SQLite's current message for this connection. A result that says the disk is full or
+    /// the file is damaged gets that kind (`.diskFull`, `.damaged`) whatever `kind` the caller expected, so that
+    /// callers can tell those apart wherever they happen.
     func error(_ kind: LeaseStoreError.Kind, _ result: Int32, _ operation: String) -> LeaseStoreError {
         let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(result))
-        return LeaseStoreError(kind, operation: operation, path: path, sqliteResultCode: result, reason: message)
+        // The system error behind an I/O error: SQLite reports ENOSPC as SQLITE_FULL on most writes, but not on
+        // every path (growing the shared-memory file, say).
+        let systemError = handle.map { sqlite3_system_errno($0) } ?? 0
+        let refined: LeaseStoreError.Kind =
+            switch result & 0xFF {
+            case SQLITE_FULL: .diskFull
+            case SQLITE_IOERR where systemError == ENOSPC || systemError == EDQUOT: .diskFull
+            case SQLITE_CORRUPT, SQLITE_NOTADB: .damaged
+            default: kind
+            }
+        return LeaseStoreError(refined, operation: operation, path: path, sqliteResultCode: result, reason: message)
+    }
+
+    /// Off, closing leaves the file and its write-ahead log as they were (no checkpoint, no deleted log): for a
+    /// file that may turn out damaged or another program's, and so must not be changed.
+    func setCheckpointOnClose(_ on: Bool) throws(LeaseStoreError) {
+        let result = csqlite_set_no_checkpoint_on_close(try database("set checkpoint on close"), on ? 0 : 1)
+        guard result == SQLITE_OK else { throw error(.sqlite, result, "set checkpoint on close") }
     }
 
     func setBusyTimeout(milliseconds: Int32) throws(LeaseStoreError) {
@@ -86,6 +106,15 @@ final class Connection {
             throw LeaseStoreError(.sqlite, operation: "step \(sql)", path: path, reason: "expected a row, found none")
         }
         return statement.int64(0)
+    }
+
+    /// Reads the first column of every row as text (NULL as the empty string).
+    func texts(_ sql: String) throws(LeaseStoreError) -> [String] {
+        let statement = try prepared(sql)
+        defer { statement.reset() }
+        var values: [String] = []
+        while try statement.step() { values.append(statement.text(0) ?? "") }
+        return values
     }
 
     /// Reads one text value (`PRAGMA journal_mode=WAL` answers the mode now in force).

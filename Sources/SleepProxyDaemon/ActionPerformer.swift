@@ -20,7 +20,8 @@ public protocol InterfaceEffects: AnyObject {
 /// Carries out the core's actions, in order, with one rule above the others: every store change of a batch is
 /// committed, in one transaction, before anything else happens; if the commit fails no reply goes out (the
 /// client retransmits), while the rest still does (answers, take-over, wakes keep the network consistent with
-/// the core, which already changed).
+/// the core, which already changed). Failed commits are logged through `storeHealth`: once when they start and
+/// once a minute while they last, not once per datagram.
 public struct ActionPerformer {
     public var store: any LeaseStoring
     public var logger: Logger
@@ -28,15 +29,18 @@ public struct ActionPerformer {
     public var effects: (InterfaceName) -> (any InterfaceEffects)?
     /// Sees each committed event, for the control server's followers and its record of wakes.
     public var onEvent: (Event) -> Void
+    /// Whether commits fail, kept across batches by the daemon.
+    public var storeHealth: StoreHealth
 
     public init(
         store: any LeaseStoring, logger: Logger, effects: @escaping (InterfaceName) -> (any InterfaceEffects)?,
-        onEvent: @escaping (Event) -> Void = { _ in }
+        onEvent: @escaping (Event) -> Void = { _ in }, storeHealth: StoreHealth = StoreHealth()
     ) {
         self.store = store
         self.logger = logger
         self.effects = effects
         self.onEvent = onEvent
+        self.storeHealth = storeHealth
     }
 
     /// Carries out `actions`; returns whether the store changes (if any) were committed.
@@ -47,9 +51,10 @@ public struct ActionPerformer {
         if !changes.isEmpty {
             do {
                 try store.apply(changes)
+                storeHealth.commitSucceeded(logger: logger)
             } catch {
                 committed = false
-                logger.error("lease store: commit of \(changes.count) changes failed, replies withheld: \(error)")
+                storeHealth.commitFailed(error, logger: logger)
             }
         }
         for action in actions {

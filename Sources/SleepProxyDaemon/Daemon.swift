@@ -84,6 +84,8 @@ public final class Daemon: @unchecked Sendable {
     var clock = SteadyClock()
     let startedAt: UnixTime
     var control: ControlServer?
+    /// Whether commits fail, and whether the store lags behind the core because they did.
+    let storeHealth = StoreHealth()
     /// The newest wake of each owner (and its name), for `hosts`; filled from the history at start.
     var lastWakes: [OwnerKey: Event] = [:]
     /// Names of hosts held since the start, by OWNER primary MAC, so that events name hosts that have gone.
@@ -120,11 +122,24 @@ public final class Daemon: @unchecked Sendable {
         startedAt = UnixTime(nanoseconds: sp_wall_clock_ns())
         core = SleepProxyCore(configuration: configuration.core, seed: UInt64(truncatingIfNeeded: sp_wall_clock_ns()))
         do {
+            // A damaged leases.sqlite (not a database, or corrupt) is renamed beside itself and the daemon starts
+            // with an empty store, loudly. What it held are leases: each Mac registers again at its next
+            // maintenance wake, within its lease, so an empty store costs a few hosts unproxied for a while.
+            // Refusing to start would cost every host on the LAN its proxy until someone intervenes (and under
+            // systemd, a restart loop). A sound database that is not a lease store, or one a newer sleepproxyd
+            // wrote, is not damaged: it is refused untouched, since moving it would break its program or lose the
+            // newer version's leases (LeaseStore checks before it writes anything).
             store = try LeaseStore(
                 directory: configuration.stateDirectory,
-                configuration: LeaseStore.Configuration(eventHistoryLimit: configuration.eventHistoryLimit))
+                configuration: LeaseStore.Configuration(
+                    eventHistoryLimit: configuration.eventHistoryLimit, damagedFile: .setAside))
         } catch {
-            throw DaemonError(description: "lease store: \(error)")
+            throw DaemonError(description: "\(error)")
+        }
+        if let setAside = store.setAside {
+            logger.error(
+                "lease store: \(store.path) was damaged (\(setAside.problem.operation): \(setAside.problem.reason)); kept it as \(setAside.keptAs) and started with an empty store: the hosts it held are proxied again when they next register"
+            )
         }
         do {
             if configuration.responder {
@@ -185,12 +200,13 @@ public final class Daemon: @unchecked Sendable {
     var performer: ActionPerformer {
         ActionPerformer(
             store: store, logger: logger, effects: { [shells] in shells[$0] },
-            onEvent: { [weak self] event in self?.noteEvent(event) })
+            onEvent: { [weak self] event in self?.noteEvent(event) }, storeHealth: storeHealth)
     }
 
     /// Carries out `actions`, then tells followers of new events and re-arms the timer.
     func perform(_ actions: [Action]) {
         let committed = performer.perform(actions)
+        if committed, storeHealth.isBehind, !storeHealth.isFailing { catchUpStore() }
         if committed, actions.contains(where: { if case .store(.appendEvent) = $0 { true } else { false } }) {
             sendEventsToFollowers()
         }
@@ -209,6 +225,32 @@ public final class Daemon: @unchecked Sendable {
 
     func remember(_ owner: Owner) {
         if let name = owner.hostNames.first { knownNames[owner.key.primaryMAC] = name }
+    }
+
+    /// After failed commits the store lacks what the core changed meanwhile (registrations held but not
+    /// acknowledged, renewals, hosts let go). Writes the difference, so that a restart restores what the daemon
+    /// holds. Runs after the first commit that succeeds again, and from the refresh timer while commits fail,
+    /// which also notices that space has returned when no registration arrives.
+    private func catchUpStore() {
+        guard storeHealth.isBehind else { return }
+        do {
+            let stored = Dictionary(
+                try store.loadOwners().owners.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+            let held = core.owners
+            let saved = held.values.filter { stored[$0.key] != $0 }.sorted { $0.key < $1.key }
+            let removed = stored.keys.filter { held[$0] == nil }.sorted()
+            guard !saved.isEmpty || !removed.isEmpty else {
+                storeHealth.caughtUp()
+                return
+            }
+            try store.apply(saved.map { .saveOwner($0) } + removed.map { .removeOwner($0) })
+            storeHealth.commitSucceeded(logger: logger)
+            storeHealth.caughtUp()
+            logger.notice(
+                "lease store: caught up with what is held: \(saved.count) hosts written, \(removed.count) removed")
+        } catch {
+            storeHealth.commitFailed(error, logger: logger)
+        }
     }
 
     private func loadWakeHistory() {
@@ -260,6 +302,7 @@ public final class Daemon: @unchecked Sendable {
             refresh.setEventHandler { [weak self] in
                 self?.followClockSteps()
                 self?.refreshLinks()
+                self?.catchUpStore()
             }
             refresh.activate()
             sources.append(refresh)

@@ -220,7 +220,7 @@ struct LifecycleTests {
             let garbage = Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) })
             try #require(FileManager.default.createFile(atPath: directory + "/leases.sqlite", contents: garbage))
             let error = #expect(throws: LeaseStoreError.self) { try LeaseStore(directory: directory) }
-            #expect(error?.kind == .cannotOpen)
+            #expect(error?.kind == .damaged)
             #expect(error?.description.contains(directory + "/leases.sqlite") == true)
             #expect(error?.reason.contains("not a database") == true)
         }
