@@ -54,12 +54,25 @@ extension SleepProxyCore {
         if !duplicates.isEmpty {
             suppressDuplicateAnswers(duplicates, interface: packet.interface, group: group)
         }
+        // A record is announced again at most once a second (RFC 6762 section 6: no multicast of a record within
+        // a second of the last), and a source saying goodbye over and over costs one log line a minute.
+        reannounced.removeAll { record in
+            reannouncedAt[RecordIdentity(record)].map { now - $0 < .seconds(1) } ?? false
+        }
         if !reannounced.isEmpty {
-            actions.append(
-                .log(
-                    .info,
-                    "\(packet.source) said goodbye to \(reannounced.count) held records (\(reannounced[0].name) \(reannounced[0].type)...); announcing them again"
-                ))
+            for record in reannounced { reannouncedAt[RecordIdentity(record)] = now }
+            if reannouncedAt.count > 4 * max(recordCount, 1_024) {
+                reannouncedAt = reannouncedAt.filter { now - $0.value < .seconds(1) }
+            }
+            let key = "goodbyes from \(packet.source.address)"
+            if limitLog[key].map({ now - $0 >= .seconds(60) }) ?? true {
+                limitLog[key] = now
+                actions.append(
+                    .log(
+                        .info,
+                        "\(packet.source) said goodbye to \(reannounced.count) held records (\(reannounced[0].name) \(reannounced[0].type)...); announcing them again (logged once a minute per source)"
+                    ))
+            }
             scheduleMulticast(reannounced, interface: packet.interface, groups: [group], at: now, announcement: true)
             actions += sendDueResponses(now: now)
         }

@@ -360,7 +360,11 @@ extension SleepProxyCore {
             sequence: sequence, registeredAt: sameSequence ? existing!.owner.registeredAt : now, updatedAt: now,
             lastSource: datagram.source, records: records)
         var actions: [Action] = []
-        let wasWaking = existing?.wake
+        // A datagram already answered that holds nothing new is a retransmission (the client missed our reply) or
+        // a replay from anyone on the link: it refreshes the lease as Apple's proxy does, but it calls no wake
+        // off and costs no event; only the host's next registration (a new sequence) does those.
+        let isRetransmission = laterDatagram && newRecords.isEmpty && dropped.isEmpty
+        let wasWaking = isRetransmission ? nil : existing?.wake
         // A host registering afresh (a new sequence) or while it is being woken is going to sleep now: everything
         // it holds is taken over from the start (mDNS.c `ClearIdenticalProxyRecords` re-registers such records).
         let fromTheStart = !sameSequence || wasWaking != nil
@@ -407,16 +411,20 @@ extension SleepProxyCore {
         }
         let event = Event(
             time: now, kind: kind, interface: key.interface, owner: mac, source: datagram.source, detail: detail)
+        let record: [Action] =
+            isRetransmission
+            ? [.log(.debug, "\(key): datagram \(registration.message.id) again from \(datagram.source): \(detail)")]
+            : [
+                .store(.appendEvent(event)),
+                .log(dropped.isEmpty ? .info : .warning, "\(kind) \(key) from \(datagram.source): \(detail)"),
+            ]
 
         let reply = RegistrationReply(
             interface: datagram.interface,
             bytes: Self.reply(to: registration.message, granted: granted, keyLease: registration.lease.keyLease),
             destination: datagram.source, destinationScopeID: datagram.sourceScopeID, source: datagram.destination)
         return .success(
-            [
-                .store(.saveOwner(owner)), .store(.appendEvent(event)),
-                .log(dropped.isEmpty ? .info : .warning, "\(kind) \(key) from \(datagram.source): \(detail)"),
-            ] + actions + [.reply(reply)] + updateTakeovers(of: key, now: now))
+            [.store(.saveOwner(owner))] + record + actions + [.reply(reply)] + updateTakeovers(of: key, now: now))
     }
 
     /// The reply Apple's proxy sends: same ID, flags 0xA800 (QR, UPDATE, RCODE 0), no records, and one OPT with

@@ -150,4 +150,30 @@ struct LimitsTests {
         harness.advance(.milliseconds(200))
         #expect(!harness.mdns(query, from: flooder).transmissions.isEmpty, "two more after 200 ms at 10 a second")
     }
+
+    /// Someone saying goodbye for a held record over and over: announced again at most once a second, logged
+    /// once a minute.
+    @Test func goodbyesFromAnyoneCostLittle() throws {
+        var harness = Harness()
+        harness.register(Self.registration(1))
+        harness.run(until: harness.now + .seconds(12))
+        let record = DNSRecord(name: "host1.local.", ttl: 0, cacheFlush: true, rdata: .a(IPv4Address(10, 77, 0, 11)))
+        let goodbye = try DNSMessage(
+            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: [record]
+        ).encoded()
+        let intruder = Endpoint(address: .v4(IPv4Address(10, 77, 0, 66)), port: 5353)
+        var announced = 0
+        var logged = 0
+        for _ in 0..<40 {
+            let actions = harness.mdns(goodbye, from: intruder) + harness.run(until: harness.now + .milliseconds(100))
+            announced +=
+                actions.sentMessages.filter { $0.answers.contains { $0.name == record.name && $0.ttl > 0 } }
+                .count
+            logged += actions.logLines.filter { $0.1.contains("said goodbye") }.count
+        }
+        // 4 s of goodbyes every 100 ms: about one announcement a second on each group, not forty.
+        #expect(announced <= 10 && announced >= 4, "\(announced)")
+        #expect(logged == 1)
+        #expect(harness.core.owners.count == 1, "still held")
+    }
 }

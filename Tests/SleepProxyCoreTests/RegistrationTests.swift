@@ -1,5 +1,6 @@
 import DNSWire
 import FixtureSupport
+import Frames
 import NetworkAddresses
 import SleepProxyCore
 import Testing
@@ -100,7 +101,32 @@ struct RegistrationTests {
         let owner = try #require(harness.owner(Update.mac))
         #expect(owner.records.allSatisfy { $0.expiresAt == harness.now + .seconds(7200) })
         #expect(owner.registeredAt == stateAfterFirst.values.first?.registeredAt)
-        #expect(second.events.map(\.kind) == [.renewed])
+        #expect(second.events.isEmpty, "a retransmission costs no event")
+    }
+
+    /// A replay of a datagram already answered, from anyone, while the host is being woken: answered, but the
+    /// wake goes on (only the host's next registration calls it off).
+    @Test func aReplayDoesNotCallAWakeOff() throws {
+        var harness = Harness()
+        let bytes = Update.bytes(records: Update.host("fanboy", ipv4: IPv4Address(10, 77, 0, 2)))
+        harness.register(bytes)
+        let key = try #require(harness.core.owners.keys.first)
+        harness.run(until: harness.now + .seconds(12))
+        _ = harness.core.requestWake(key, now: harness.now, reason: "a test")
+        let replay = harness.register(bytes, from: Endpoint(address: .v4(IPv4Address(10, 77, 0, 66)), port: 5353))
+        #expect(replay.replies.count == 1)
+        #expect(!replay.events.contains { $0.kind == .wakeCancelled }, "\(replay.events)")
+        guard case .waking = harness.core.state(of: key) else {
+            Issue.record("the wake goes on: \(String(describing: harness.core.state(of: key)))")
+            return
+        }
+        let later = harness.run(until: harness.now + .seconds(5))
+        #expect(later.injectedFrames.contains { (try? EthernetFrame(parsing: $0).magicPacket) != nil })
+        // The host's own next registration (a new sequence) calls it off.
+        let next = harness.register(
+            Update.bytes(
+                records: Update.host("fanboy", ipv4: IPv4Address(10, 77, 0, 2)), owner: Update.owner(sequence: 22)))
+        #expect(next.events.contains { $0.kind == .wakeCancelled })
     }
 
     @Test func aNewSequenceNumberReplacesTheOldRecords() throws {
