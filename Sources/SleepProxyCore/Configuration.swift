@@ -28,7 +28,7 @@ public struct CoreConfiguration: Hashable, Sendable {
     public var registrationRate = Rate(perSecond: 50, burst: 500)
     /// mDNS queries one source address may have answered: a sustained rate and a burst. Real queriers ask a few
     /// a second (a browser starting up, a few dozen at once); beyond, queries from that source go unanswered.
-    public var queryRate = Rate(perSecond: 500, burst: 2_000)
+    public var queryRate = Rate(perSecond: 500, burst: 200)
     /// Questions of one mDNS query that are answered; the rest are ignored. Real queriers ask a handful.
     public var maximumQuestionsPerQuery: Int = 64
     /// Multicast responses waiting for their moment; query answers beyond it are dropped (announcements are not).

@@ -87,7 +87,7 @@ public struct Settings: Equatable, Sendable {
     public var registrationBurst = 500
     public var controlConnections = 16
     public var queriesPerSecond = 500
-    public var queryBurst = 2_000
+    public var queryBurst = 200
     public var maximumQuestionsPerQuery = 64
     public var maximumPendingResponses = 4_096
 
