@@ -4,6 +4,7 @@
 #   sudo make test    formatter lint, unit check, warning-free build, every test (lab tests need root), install
 #                     check, short fuzz runs
 #   make bench        benchmarks (release build), printing `figure: value` lines
+#   sudo make flood   hostile traffic against the daemon in the lab for FLOOD_SECONDS (default 60), with figures
 #   make fuzz         long fuzz runs (FUZZ_SECONDS each, default 3600)
 #   sudo make install    release build; daemon, CLI, systemd unit, sysusers file, sample config, completions
 #   sudo make uninstall  removes what install put there, except the config file and the state directory
@@ -11,6 +12,8 @@
 SWIFT ?= swift
 FUZZ_SECONDS ?= 3600
 SHORT_FUZZ_SECONDS ?= 60
+FLOOD_SECONDS ?= 60
+FLOOD_BUILD_FLAGS ?=
 # The interface of the default route, and a state directory inside the checkout.
 INTERFACE ?= $(shell ip -o route show default 2>/dev/null | awk '{print $$5; exit}')
 STATE_DIR ?= $(CURDIR)/.state
@@ -38,7 +41,7 @@ FISH_COMPLETIONDIR = $(DATADIR)/fish/vendor_completions.d
 # systemd runs as the service manager (sd_booted(3)'s test).
 SYSTEMD_RUNNING = test -d /run/systemd/system
 
-.PHONY: all deps build lint format test unit-test unit-check install-check fuzz-short fuzz bench run clean \
+.PHONY: all deps build lint format test unit-test unit-check install-check fuzz-short fuzz bench flood run clean \
 	release install uninstall
 
 all: build
@@ -80,6 +83,16 @@ bench: deps
 		|| echo "bench: dnsperf is missing; the mdns benchmark will say so and skip"
 	$(SWIFT) build -c release --product SleepProxyBenchmarks --product sleepproxyd
 	.build/release/SleepProxyBenchmarks
+
+# The flood benchmark (root, python3): the release daemon in the lab, hostile traffic from one host while another
+# registers, resolves, queries and wakes a sleeper. Figures as `flood_...: value` lines. FLOOD_BUILD_FLAGS adds
+# build options (`--scratch-path DIR` builds elsewhere than .build).
+flood: deps
+	$(SWIFT) build -c release $(FLOOD_BUILD_FLAGS) --product sleepproxyd
+	$(SWIFT) build -c release $(FLOOD_BUILD_FLAGS) --product sleepproxyctl
+	$(SWIFT) build -c release $(FLOOD_BUILD_FLAGS) --product SleepProxyBenchmarks
+	FLOOD_SECONDS=$(FLOOD_SECONDS) \
+		$$($(SWIFT) build -c release $(FLOOD_BUILD_FLAGS) --show-bin-path)/SleepProxyBenchmarks flood
 
 run: deps
 	$(SWIFT) build -c release --product sleepproxyd

@@ -2,6 +2,7 @@
 //
 //   SleepProxyBenchmarks                 every benchmark
 //   SleepProxyBenchmarks decode encode   some: decode, encode, roundtrip, registrations, store, mdns, wake, capture
+//   SleepProxyBenchmarks flood           hostile traffic for FLOOD_SECONDS (60); only when named (`make flood`)
 import DNSWire
 import Foundation
 import NetworkAddresses
@@ -127,6 +128,10 @@ if wanted("wake") {
 }
 if wanted("capture") {
     try await runCaptureCapacityBenchmark()
+}
+if selected.contains("flood") {
+    // Needs root (a network-namespace lab) and python3; long, so it runs only when asked for by name.
+    try await runFloodBenchmark()
 }
 if wanted("mdns") {
     // Needs root (a network-namespace lab), dnsperf and avahi-daemon; says so and skips otherwise.

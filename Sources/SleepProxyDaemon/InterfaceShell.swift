@@ -284,7 +284,12 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     public func sendMDNS(_ transmission: MDNSTransmission) throws {
         let family = Self.family(of: transmission.destination.address)
         guard let socket = mdnsSockets.first(where: { $0.family == family }) else { return }
-        ownTransmissions.note(transmission.bytes)
+        // Only what goes to port 5353 comes back through the capture (`udp dst port 5353`). A legacy-unicast
+        // answer goes to the querier's own port and is never seen again: noted, it would wait out its lifetime,
+        // and a querier asking hundreds of times a second would keep thousands of them, sifted on every send.
+        if transmission.destination.port == MulticastDNS.port {
+            ownTransmissions.note(transmission.bytes)
+        }
         try socket.send(
             transmission.bytes, to: transmission.destination, scopeID: transmission.destinationScopeID,
             from: transmission.source)
