@@ -147,7 +147,9 @@ public struct WakePolicy: Hashable, Sendable {
 
         /// `aa:bb:cc:dd:ee:ff` (or with dashes) as a MAC, anything else as a host name.
         public init?(parsing text: String) {
-            if let mac = MACAddress(text) {
+            // The MAC is looked for in the folded text too, so that `description` (which is folded) reads back as
+            // the same match: `aa:bb:cc:dd:ee:ff.local` is that MAC, not a host name.
+            if let mac = MACAddress(text) ?? Self.fold(text).flatMap({ MACAddress($0) }) {
                 form = .mac(mac)
             } else if let match = Self.name(text) {
                 self = match
@@ -158,11 +160,13 @@ public struct WakePolicy: Hashable, Sendable {
 
         private init(form: Form) { self.form = form }
 
-        /// Lower case, without a trailing dot or `.local`.
+        /// Lower case, without trailing dots or `.local`. Folding twice changes nothing (`x.local.local` and
+        /// `x..` are `x`), so that `description` reads back as the same match.
         static func fold(_ name: String) -> String? {
             var text = name.lowercased()
-            if text.hasSuffix(".") { text.removeLast() }
-            if text.hasSuffix(".local") { text.removeLast(".local".count) }
+            while text.hasSuffix(".") || text.hasSuffix(".local") {
+                text.removeLast(text.hasSuffix(".") ? 1 : ".local".count)
+            }
             return text.isEmpty ? nil : text
         }
 

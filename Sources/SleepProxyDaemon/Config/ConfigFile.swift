@@ -46,6 +46,12 @@ public enum ConfigFile {
 
     /// The settings `text` describes on top of `base`.
     public static func parse(_ text: String, path: String, onto base: Settings) throws(ConfigError) -> Settings {
+        // toml++ 3.4 (inside TOMLKit) asserts on a few malformed texts instead of reporting them, which would abort
+        // the daemon, release builds included: those are refused here, before it sees them.
+        if let problem = TOMLPrecheck.problem(in: text) {
+            throw ConfigError(
+                file: path, line: problem.line, "not valid TOML (column \(problem.column)): \(problem.message)")
+        }
         let table: TOMLTable
         do {
             table = try TOMLTable(string: text)

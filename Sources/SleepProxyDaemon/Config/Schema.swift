@@ -190,7 +190,14 @@ enum Schema {
                     }
                 }
                 guard !ports.isEmpty else { throw Problem("expected \(allowed), found an empty array") }
+                // Two keys for one host (`imac` and `iMac.local`) would be printed as the same key, which TOML
+                // refuses; and the order of a table's keys means nothing, so the hosts are kept sorted, to give the
+                // same settings whichever way the file spells and orders them.
+                guard !settings.extraPorts.contains(where: { $0.host == match }) else {
+                    throw Problem("another key of this table already names the host \(match)")
+                }
                 settings.extraPorts.append(WakePolicy.ExtraPorts(host: match, ports: ports))
+                settings.extraPorts.sort { $0.host.description < $1.host.description }
             },
         ]),
     ]

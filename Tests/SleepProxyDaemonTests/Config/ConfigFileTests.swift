@@ -311,6 +311,85 @@ import Testing
         #expect(try ConfigFile.load(path: file, onto: &settings))
         #expect(settings.interfaces == ["eth1"])
     }
+
+    // MARK: Found by the config fuzz target (Fuzz/ConfigFileFuzzer.swift)
+
+    /// Texts toml++ asserts on instead of reporting (which would end the test process, as it would the daemon):
+    /// the parser refuses them first, naming the line and column.
+    @Test(arguments: [
+        ("[\u{1}", 1, 2, "a table header must start with a key"),
+        ("log_level = \"info\"\n[=]\n", 2, 2, "a table header must start with a key"),
+        ("[[[1]]]\n", 1, 3, "a table header must start with a key"),
+        ("[wake]\ndry_run = true\n[\n", 3, 2, "a table header must start with a key"),
+        ("\u{FEFF}  [ [ #\n", 1, 7, "a table header must start with a key"),
+        ("[,]\r\nlog_level = \"info\"\r\n", 1, 2, "a table header must start with a key"),
+        ("a=[}", 1, 4, "expected a value or ] in the array, found '}'"),
+        ("[wake]\nnever_wake = [\"x\",\n  \u{2028}]\n", 3, 3, "expected a value or ] in the array, found U+2028"),
+        ("interfaces = [[1, }]]\n", 1, 19, "expected a value or ] in the array"),
+        ("registration_port = 1979-05-27 0\n", 1, 21, "a date followed by a space and a single digit"),
+        ("interfaces = [1979-05-2_7 0]", 1, 15, "a date followed by a space and a single digit"),
+        ("registration_port = 1979-05-27T_:00\n", 1, 32, "expected the time of a date-time"),
+        ("log_level = \"debug\"\n\0registration_port = 0\n", 2, 1, "a NUL character"),
+    ])
+    func whatTheTOMLParserAssertsOnIsRefused(text: String, line: Int, column: Int, message: String) throws {
+        let error = try #require(Self.failure(text))
+        #expect(error.line == line && error.key == nil, "\(error)")
+        #expect(error.message.hasPrefix("not valid TOML (column \(column)): \(message)"), "\(error)")
+    }
+
+    /// What looks like those inside strings, comments and multi-line arrays still reads.
+    @Test func theirLookalikesStillRead() throws {
+        let settings = try Self.parse(
+            #"""
+            interfaces = [
+            "eth0",  # the first [}
+              "eth1",
+            ]
+            [ wake ]
+            ignore_sources = ["10.0.0.0/8"]  # 1979-05-27 0
+            never_wake = ['''
+            [=]''', "1979-05-27T_:"]
+            [ "advertisement" ]
+            enabled = false
+            name = """
+            [[[}"""
+            """#)
+        #expect(settings.interfaces == ["eth0", "eth1"] && settings.ignoreSources.count == 1 && !settings.advertise)
+        #expect(settings.neverWake.map(\.description) == ["[=]", "1979-05-27t_:"] && settings.advertisedName == "[[[}")
+    }
+
+    /// Host names print folded; each must read back as the same host, whatever the file wrote.
+    @Test(arguments: [
+        "[wake.extra_ports]\n\"x.local.local\" = [1]\n",
+        "[wake]\nnever_wake = [\"x..\", \"Y.Local.\"]\n",
+        "[wake]\nnever_wake = [\"aa:bb:cc:dd:ee:ff.local\"]\n",
+        "[wake.extra_ports]\nZ = [1]\na = [2]\n\"B.local\" = [\"udp/9\"]\n",
+    ])
+    func printedHostsReadBackAsTheSameSettings(text: String) throws {
+        let settings = try Self.parse(text)
+        let printed = settings.toml()
+        #expect(try Self.parse(printed) == settings, "\(printed)")
+    }
+
+    @Test func aHostIsFoldedOnceForAll() throws {
+        let settings = try Self.parse(
+            """
+            [wake]
+            never_wake = ["x.local.local", "AA:BB:CC:DD:EE:FF.local"]
+            [wake.extra_ports]
+            Z = [1]
+            a = [2]
+            """)
+        #expect(settings.neverWake.map(\.description) == ["x", "aa:bb:cc:dd:ee:ff"])
+        #expect(settings.neverWake.last == WakePolicy.HostMatch.mac(MACAddress(0xAA, 0xBB, 0xCC, 0xDD, 0xEE, 0xFF)))
+        #expect(settings.extraPorts.map(\.host.description) == ["a", "z"])
+    }
+
+    @Test func twoKeysForOneHostAreRefused() throws {
+        let error = try #require(Self.failure("[wake.extra_ports]\nimac = [1]\n\"iMac.local\" = [2]\n"))
+        #expect(error.key?.hasPrefix("wake.extra_ports.") == true, "\(error)")
+        #expect(error.message.contains("already names the host imac"), "\(error)")
+    }
 }
 
 extension SettingsContext {
