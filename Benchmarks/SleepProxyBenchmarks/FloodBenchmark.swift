@@ -369,7 +369,10 @@ func udpDrops(_ lab: Lab) async throws -> String {
         else { continue }
         drops[port, default: 0] += dropped
     }
-    return drops.sorted { $0.key < $1.key }.map { "port \($0.key) \($0.value)" }.joined(separator: ", ")
+    // Port 5353's sockets only send: a socket filter drops what reaches them, and the kernel counts it here.
+    return drops.sorted { $0.key < $1.key }
+        .map { "port \($0.key)\($0.key == 5353 ? " (never read, filtered)" : "") \($0.value)" }
+        .joined(separator: ", ")
 }
 
 func lineCount(_ text: String) -> Int {

@@ -11,6 +11,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <linux/filter.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -338,4 +339,14 @@ size_t sp_format_utc(int64_t ns, char *buffer, size_t size) {
     int written = snprintf(buffer, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900,
                            parts.tm_mon + 1, parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec, millis);
     return written > 0 && (size_t)written < size ? (size_t)written : 0;
+}
+
+int sp_discard_input(int fd) {
+    // One instruction: "return 0", the number of bytes to keep.
+    struct sock_filter drop_all[] = {{BPF_RET | BPF_K, 0, 0, 0}};
+    struct sock_fprog program = {.len = 1, .filter = drop_all};
+    if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &program, sizeof program) != 0) {
+        return -errno;
+    }
+    return 0;
 }

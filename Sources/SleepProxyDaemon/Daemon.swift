@@ -282,14 +282,6 @@ public final class Daemon: @unchecked Sendable {
             hangUp.setEventHandler { [weak self] in self?.reload() }
             hangUp.activate()
             sources.append(hangUp)
-            if let holder = unicastHolder {
-                for descriptor in holder.fileDescriptors {
-                    let source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
-                    source.setEventHandler { holder.drain(descriptor) }
-                    source.activate()
-                    sources.append(source)
-                }
-            }
             for name in shells.keys.sorted() {
                 startShell(name)
             }

@@ -123,7 +123,12 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     private func openResponder(_ interface: NetworkInterface) throws {
         for family in [DatagramSocket.Family.ipv4, .ipv6] {
             do {
-                mdnsSockets.append(try DatagramSocket.multicastDNS(family: family, interfaceIndex: interface.index))
+                let socket = try DatagramSocket.multicastDNS(family: family, interfaceIndex: interface.index)
+                // Input comes from the capture, which also sees unicast to us and the sender's MAC. What the group
+                // socket would receive (every mDNS packet on the link, our own looped back) is dropped by the
+                // kernel: a multicast flood then costs the daemon no reads and the socket no buffer.
+                try socket.discardInput()
+                mdnsSockets.append(socket)
             } catch {
                 throw DaemonError(description: "mDNS socket on \(interface.name): \(error)")
             }
@@ -156,14 +161,6 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
                 let batch = self.drain(socket)
                 if !batch.isEmpty { deliver(.registrations(batch)) }
             }
-            source.activate()
-            sources.append(source)
-        }
-        for socket in mdnsSockets {
-            // Input comes from the capture, which also sees unicast to us and the sender's MAC; what arrives
-            // here (including our own packets looped back) is read and dropped so the buffer never fills.
-            let source = DispatchSource.makeReadSource(fileDescriptor: socket.fileDescriptor, queue: queue)
-            source.setEventHandler { while (try? socket.receive()) != nil {} }
             source.activate()
             sources.append(source)
         }

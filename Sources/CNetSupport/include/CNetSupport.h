@@ -78,6 +78,11 @@ typedef enum __attribute__((enum_extensibility(closed))) sp_udp_step {
 /// stores the failed step in `failed_step` and leaves nothing open.
 int sp_udp_socket(const sp_udp_options *options, uint16_t *bound_port, sp_udp_step *failed_step);
 
+/// Attaches a socket filter that accepts nothing, so that the kernel drops every datagram arriving at `fd`
+/// before it is queued: for a socket that only sends, or only holds a port, and is never read. Returns 0, or
+/// -errno.
+int sp_discard_input(int fd);
+
 /// What sp_udp_receive learnt about one datagram besides its payload.
 typedef struct sp_udp_datagram_info {
     /// The datagram's full payload length; more than the bytes stored when `truncated` is set.

@@ -373,6 +373,22 @@ public final class DatagramSocket: Sendable {
         )
     }
 
+    /// Makes the kernel drop everything that arrives at this socket before it is queued (a socket filter that
+    /// accepts nothing), for a socket that only sends: nothing need read it, and a flood of multicast costs it no
+    /// buffer and no wake-up. The kernel counts such datagrams as the socket's drops. Sending is unaffected.
+    public func discardInput() throws {
+        try state.withLock { state in
+            guard state.descriptor >= 0 else {
+                throw DatagramSocketError.closed(operation: "discard input", socket: name)
+            }
+            let result = sp_discard_input(state.descriptor)
+            if result < 0 {
+                throw DatagramSocketError.openFailed(
+                    call: SystemCallError("attach a socket filter to \(name)", code: -result))
+            }
+        }
+    }
+
     /// Closes the socket (which leaves its group, if it joined one). Safe to call more than once.
     public func close() {
         state.withLock { state in
@@ -632,6 +648,10 @@ public struct DatagramSocketError: Error, Sendable, Hashable, CustomStringConver
         default:
             return DatagramSocketError(.openFailed, call)
         }
+    }
+
+    static func openFailed(call: SystemCallError) -> DatagramSocketError {
+        DatagramSocketError(.openFailed, call)
     }
 
     static func receiveFailed(socket: DatagramSocketName, errno code: Int32) -> DatagramSocketError {

@@ -1,10 +1,14 @@
+import CNetSupport
+
 #if canImport(Glibc)
     import Glibc
 #endif
 
 /// Holds the wildcard UDP port 5353 when no other mDNS stack does, so that a legacy unicast query sent to our
 /// address meets a socket (and not an ICMP port-unreachable, which makes a connected querier like `dig` give up
-/// before our answer arrives). What it receives is dropped: the capture is the responder's input.
+/// before our answer arrives). It is never read: a socket filter that accepts nothing makes the kernel drop what
+/// arrives (the capture is the responder's input), and `IP_MULTICAST_ALL` / `IPV6_MULTICAST_ALL` are off so that
+/// the groups joined by the interfaces' mDNS sockets are not delivered to it as well.
 ///
 /// It binds first without reuse options and only then sets `SO_REUSEADDR`, as avahi-daemon does: if avahi holds
 /// the port, the bind fails and nothing is held; if avahi starts later, its retry with reuse options shares the
@@ -48,12 +52,12 @@ final class UnicastPortHolder: @unchecked Sendable {
             return nil
         }
         _ = setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
+        // IP_MULTICAST_ALL (49) and IPV6_MULTICAST_ALL (29) off: not every group that any socket here joined.
+        var off: Int32 = 0
+        let (level, option) = family == AF_INET ? (Int32(IPPROTO_IP), Int32(49)) : (Int32(IPPROTO_IPV6), Int32(29))
+        _ = setsockopt(descriptor, level, option, &off, socklen_t(MemoryLayout<Int32>.size))
+        _ = sp_discard_input(descriptor)
         return descriptor
-    }
-
-    func drain(_ descriptor: Int32) {
-        var buffer = [UInt8](repeating: 0, count: 2048)
-        while buffer.withUnsafeMutableBytes({ recv(descriptor, $0.baseAddress, $0.count, 0) }) >= 0 {}
     }
 
     func close() {

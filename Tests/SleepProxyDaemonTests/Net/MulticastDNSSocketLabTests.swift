@@ -260,6 +260,36 @@ struct MulticastDNSSocketLabTests {
         }
     }
 
+    /// The daemon's group sockets only send: with `discardInput()` the kernel drops what reaches them, so a
+    /// multicast flood costs no reads. A second socket on the same group still gets every datagram, and what the
+    /// discarding socket sends still leaves (looped back to the other).
+    @Test("discardInput(): nothing arrives, sending still works", arguments: families)
+    func discardInput(family: DatagramSocket.Family) async throws {
+        try await Lab.withLab { lab in
+            let discarding = try openSocket(lab, family)
+            defer { discarding.close() }
+            try discarding.discardInput()
+            let listening = try openSocket(lab, family)
+            defer { listening.close() }
+            let group = try #require(discarding.group)
+
+            let groupTarget = family == .ipv4 ? "224.0.0.251" : "ff02::fb%\(Lab.interfaceName)"
+            _ = try await WakerSender.send(lab, to: groupTarget, payload: "from-the-waker")
+            let heard = try await nextDatagram(from: listening)
+            #expect(String(decoding: heard.bytes, as: UTF8.self) == "from-the-waker")
+            #expect(try discarding.receive() == nil)
+
+            try discarding.send(Array("from-the-proxy".utf8), to: group, scopeID: 0, from: nil)
+            let looped = try await nextDatagram(from: listening)
+            #expect(String(decoding: looped.bytes, as: UTF8.self) == "from-the-proxy")
+            #expect(try discarding.receive() == nil)
+
+            discarding.close()
+            let closedError = #expect(throws: DatagramSocketError.self) { try discarding.discardInput() }
+            #expect(closedError?.code == .closed)
+        }
+    }
+
     // MARK: Receiving, closing, errors
 
     @Test("receive() returns nil when idle; close() twice is fine and later calls fail", arguments: families)
