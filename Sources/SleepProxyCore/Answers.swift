@@ -25,14 +25,16 @@ extension SleepProxyCore {
         actions += checkAdvertisementConflict(message, packet, now: now)
         actions += checkHeldConflicts(message, packet, now: now)
         if !message.flags.isResponse, message.flags.opcode == .query, !message.questions.isEmpty {
-            if admitQuery(from: packet.source.address, now: now) {
+            let mac = foreignMAC(of: packet)
+            if admitQuery(from: packet.source.address, mac: mac, now: now) {
                 actions += answer(message, packet, link: link, now: now)
             } else {
                 let rate = configuration.queryRate
-                actions += noteLimit(
-                    "queries_per_second",
-                    "\(packet.source.address) asks more than \(Int(rate.perSecond)) queries a second (bursts of \(Int(rate.burst))); its queries go unanswered until it slows down",
-                    now: now)
+                let perMAC = Int(configuration.queryRatePerMAC.perSecond)
+                let sender = packet.sourceMAC.map { " (from \($0))" } ?? ""
+                let text =
+                    "\(packet.source.address)\(sender) asks more than \(Int(rate.perSecond)) queries a second (bursts of \(Int(rate.burst))) from one address, or \(perMAC) from all of its addresses; its queries go unanswered until it slows down"
+                actions += noteLimit("queries_per_second", text, now: now)
             }
         } else if !message.flags.isResponse, message.flags.opcode == .query {
             actions += answer(message, packet, link: link, now: now)
@@ -40,17 +42,37 @@ extension SleepProxyCore {
         return actions
     }
 
-    /// Whether a query from `source` is within its rate. Sources whose allowance is full again are forgotten when
-    /// the table grows, so it stays as small as the set of busy queriers.
-    mutating func admitQuery(from source: IPAddress, now: UnixTime) -> Bool {
+    /// Whether a query from `source`, sent by `mac`, is within its rate: each source address has
+    /// `CoreConfiguration.queryRate`, and each sending MAC `queryRatePerMAC` for all its addresses together, so
+    /// that a host inventing source addresses still has one allowance. Entries whose allowance is full again are
+    /// forgotten when a table grows, so it stays as small as the set of busy queriers.
+    mutating func admitQuery(from source: IPAddress, mac: MACAddress?, now: UnixTime) -> Bool {
         let rate = configuration.queryRate
         var bucket = queryBuckets[source] ?? TokenBucket(rate: rate, now: now)
-        let allowed = bucket.take(rate, now: now)
+        guard bucket.take(rate, now: now) else {
+            queryBuckets[source] = bucket
+            return false
+        }
         queryBuckets[source] = bucket
         if queryBuckets.count > Self.registrationSourcesKept {
             queryBuckets = queryBuckets.filter { !$0.value.isFull(rate, now: now) }
         }
+        guard let mac else { return true }
+        let macRate = configuration.queryRatePerMAC
+        var macBucket = queryMACBuckets[mac] ?? TokenBucket(rate: macRate, now: now)
+        let allowed = macBucket.take(macRate, now: now)
+        queryMACBuckets[mac] = macBucket
+        if queryMACBuckets.count > Self.registrationSourcesKept {
+            queryMACBuckets = queryMACBuckets.filter { !$0.value.isFull(macRate, now: now) }
+        }
         return allowed
+    }
+
+    /// The MAC that sent `packet`, unless it is this host's own on that interface: programs here (an
+    /// avahi-daemon, a browser) share it and are not outsiders.
+    func foreignMAC(of packet: MDNSPacket) -> MACAddress? {
+        guard let mac = packet.sourceMAC, mac != links[packet.interface]?.macAddress else { return nil }
+        return mac
     }
 
     // MARK: Answers

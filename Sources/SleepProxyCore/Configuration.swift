@@ -29,6 +29,12 @@ public struct CoreConfiguration: Hashable, Sendable {
     /// mDNS queries one source address may have answered: a sustained rate and a burst. Real queriers ask a few
     /// a second (a browser starting up, a few dozen at once); beyond, queries from that source go unanswered.
     public var queryRate = Rate(perSecond: 500, burst: 200)
+    /// What one sending MAC may have answered from all its source addresses together: four times `queryRate`,
+    /// as a host asks from its IPv4, link-local, ULA and global addresses. A host inventing source addresses
+    /// gets no more than this.
+    public var queryRatePerMAC: Rate {
+        Rate(perSecond: queryRate.perSecond * 4, burst: queryRate.burst * 4)
+    }
     /// Questions of one mDNS query that are answered; the rest are ignored. Real queriers ask a handful.
     public var maximumQuestionsPerQuery: Int = 64
     /// Multicast responses waiting for their moment; query answers beyond it are dropped (announcements are not).

@@ -61,6 +61,8 @@ public struct SleepProxyCore: Sendable {
     static let registrationSourcesKept = 4_096
     /// Each recent querier's allowance (`CoreConfiguration.queryRate`), forgotten once full again.
     var queryBuckets: [IPAddress: TokenBucket] = [:]
+    /// Each recent querying MAC's allowance (`CoreConfiguration.queryRatePerMAC`), forgotten once full again.
+    var queryMACBuckets: [MACAddress: TokenBucket] = [:]
     /// When each held record was last announced again after someone's goodbye for it.
     var reannouncedAt: [RecordIdentity: UnixTime] = [:]
     /// When each limit was last logged as hit: one line a minute per limit, however often it is hit.

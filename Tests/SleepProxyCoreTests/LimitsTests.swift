@@ -151,6 +151,35 @@ struct LimitsTests {
         #expect(!harness.mdns(query, from: flooder).transmissions.isEmpty, "two more after 200 ms at 10 a second")
     }
 
+    /// A host inventing source addresses: each address has its own allowance, but its MAC has four times one
+    /// for all of them together. Programs on the proxy's own host (its MAC) are not counted together.
+    @Test func oneMACHasOneAllowanceForAllItsAddresses() throws {
+        var configuration = CoreConfiguration()
+        configuration.queryRate = Rate(perSecond: 10, burst: 5)
+        var harness = Harness(configuration: configuration)
+        harness.register(Self.registration(1))
+        harness.run(until: harness.now + .seconds(5))
+        let query = Query.bytes("host1.local.", .a, unicast: true)
+        let forger = MACAddress(0x02, 0x77, 0, 0, 0, 0x66)
+        var answered = 0
+        for index in 0..<100 {
+            let source = Endpoint(address: .v4(IPv4Address(10, 77, 1, UInt8(index))), port: 5353)
+            answered += harness.mdns(query, from: source, mac: forger).transmissions.isEmpty ? 0 : 1
+        }
+        #expect(answered == 20, "four bursts of 5 for one MAC, answered \(answered)")
+        let honest = MACAddress(0x02, 0x77, 0, 0, 0, 0x67)
+        let other = Endpoint(address: .v4(IPv4Address(10, 77, 0, 67)), port: 5353)
+        #expect(!harness.mdns(query, from: other, mac: honest).transmissions.isEmpty, "another host is answered")
+
+        let own = Harness.proxyMAC
+        var local = 0
+        for index in 0..<100 {
+            let source = Endpoint(address: .v4(IPv4Address(10, 77, 2, UInt8(index))), port: 5353)
+            local += harness.mdns(query, from: source, mac: own).transmissions.isEmpty ? 0 : 1
+        }
+        #expect(local == 100, "the proxy's own host is limited per address only, answered \(local)")
+    }
+
     /// Someone saying goodbye for a held record over and over: announced again at most once a second, logged
     /// once a minute.
     @Test func goodbyesFromAnyoneCostLittle() throws {
