@@ -87,17 +87,18 @@ public struct ActionPerformer {
         return committed
     }
 
+    /// `what` names the effect in a log line; it is built only when one is written (this runs for every answer).
     private func carryOut(
-        _ interface: InterfaceName, _ what: String, _ body: (any InterfaceEffects) throws -> Void
+        _ interface: InterfaceName, _ what: @autoclosure () -> String, _ body: (any InterfaceEffects) throws -> Void
     ) {
         guard let effects = effects(interface) else {
-            logger.debug("\(what) on \(interface): the interface is not served")
+            logger.debug("\(what()) on \(interface): the interface is not served")
             return
         }
         do {
             try body(effects)
         } catch {
-            logger.warning("\(what) on \(interface): \(error)")
+            logger.warning("\(what()) on \(interface): \(error)")
         }
     }
 

@@ -92,6 +92,8 @@ public final class Daemon: @unchecked Sendable {
     var knownNames: [MACAddress: String] = [:]
     private var sources: [any DispatchSourceProtocol] = []
     private var expiryTimer: (any DispatchSourceTimer)?
+    /// When the expiry timer fires next, if it is armed.
+    private var armedDeadline: UnixTime?
     private var stopped = false
     private let finished = DispatchSemaphore(value: 0)
     /// Reads the configuration again, for SIGHUP; nil ignores the signal.
@@ -157,7 +159,7 @@ public final class Daemon: @unchecked Sendable {
             }
             for interface in configuration.interfaces {
                 let shell = try InterfaceShell(
-                    interface: interface, options: configuration.shellOptions, logger: logger)
+                    interface: interface, options: configuration.shellOptions, queue: queue, logger: logger)
                 shells[shell.name] = shell
                 core.setLink(shell.link)
             }
@@ -319,7 +321,7 @@ public final class Daemon: @unchecked Sendable {
     /// Starts reading an interface and advertising on it.
     private func startShell(_ name: InterfaceName) {
         guard let shell = shells[name] else { return }
-        shell.start(on: queue) { [weak self] input in self?.handle(input) }
+        shell.start { [weak self] input in self?.handle(input) }
         if let advertisement = advertisement(on: shell) {
             perform(
                 core.startAdvertising(
@@ -404,20 +406,29 @@ public final class Daemon: @unchecked Sendable {
     }
 
     private func expire() {
+        armedDeadline = nil
         perform(core.tick(now: now()))
         scheduleExpiry()
     }
 
+    /// Arms the one expiry timer for the core's next deadline, but only when that deadline is earlier than the
+    /// one the timer is armed for: re-arming costs a wake-up of Dispatch's timer thread, and this runs after every
+    /// packet. A timer that fires when nothing is due (what it was armed for went away) costs one empty tick.
     func scheduleExpiry() {
-        expiryTimer?.cancel()
-        expiryTimer = nil
         guard !stopped, let deadline = core.nextDeadline else { return }
+        if let armed = armedDeadline, armed <= deadline { return }
+        let timer: any DispatchSourceTimer
+        if let expiryTimer {
+            timer = expiryTimer
+        } else {
+            timer = DispatchSource.makeTimerSource(queue: queue)
+            timer.setEventHandler { [weak self] in self?.expire() }
+            timer.activate()
+            expiryTimer = timer
+        }
         let delay = max(0, deadline.nanoseconds - now().nanoseconds)
-        let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + .nanoseconds(Int(min(delay, Int64(Int32.max) * 1_000_000))))
-        timer.setEventHandler { [weak self] in self?.expire() }
-        timer.activate()
-        expiryTimer = timer
+        armedDeadline = deadline
     }
 
     // MARK: Reload
@@ -458,7 +469,8 @@ public final class Daemon: @unchecked Sendable {
         for name in wanted.subtracting(current).sorted() {
             do {
                 added.append(
-                    try InterfaceShell(interface: name.rawValue, options: configuration.shellOptions, logger: logger))
+                    try InterfaceShell(
+                        interface: name.rawValue, options: configuration.shellOptions, queue: queue, logger: logger))
             } catch {
                 for shell in added { shell.stop() }
                 logger.error("reload refused, the running configuration is kept: \(error)")

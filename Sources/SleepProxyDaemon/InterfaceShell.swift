@@ -22,7 +22,8 @@ public enum ShellInput: Sendable {
 /// neighbour table and multicast memberships. Adding an interface is creating one; removing it is `stop()`.
 ///
 /// A shell keeps no protocol state: the core owns that, and the shell carries out what the core's actions say
-/// about this interface (`InterfaceEffects`). All its methods run on the daemon's queue.
+/// about this interface (`InterfaceEffects`). All its methods run on the daemon's queue, given at creation; the
+/// capture is read on that queue too, and each frame handled where it is read.
 public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     public struct Options: Sendable {
         public var registrationPort: UInt16
@@ -54,13 +55,14 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     /// mDNS messages this shell sent, recognised when the capture sees them leave.
     private var ownTransmissions = OwnTransmissions()
     private var sources: [any DispatchSourceProtocol] = []
-    private var captureTask: Task<Void, Never>?
+    private let queue: DispatchQueue
     private var stopped = false
 
     /// Opens the interface's sockets and capture. Throws a `DaemonError` naming the interface and what failed.
-    public init(interface: String, options: Options, logger: Logger) throws {
+    public init(interface: String, options: Options, queue: DispatchQueue, logger: Logger) throws {
         name = InterfaceName(interface)
         self.options = options
+        self.queue = queue
         self.logger = logger
         let found: NetworkInterface
         do {
@@ -142,8 +144,7 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
         do {
             let capture = try PacketCapture(
                 interface: interface.name,
-                options: PacketCapture.Options(
-                    kernelBufferSize: 16 * 1024 * 1024, streamBufferSize: 16_384, direction: .both))
+                options: PacketCapture.Options(kernelBufferSize: 16 * 1024 * 1024, direction: .both), queue: queue)
             captureFilter = Self.filter(for: [])
             try capture.setFilter(captureFilter)
             self.capture = capture
@@ -152,8 +153,8 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
         }
     }
 
-    /// Starts reading: each input goes to `deliver` on `queue`.
-    public func start(on queue: DispatchQueue, deliver: @escaping @Sendable (ShellInput) -> Void) {
+    /// Starts reading: each input goes to `deliver`, on the shell's queue.
+    public func start(deliver: @escaping (ShellInput) -> Void) {
         for socket in sockets {
             let source = DispatchSource.makeReadSource(fileDescriptor: socket.fileDescriptor, queue: queue)
             source.setEventHandler { [weak self] in
@@ -164,16 +165,10 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
             source.activate()
             sources.append(source)
         }
-        if let capture {
-            // Frames still queued when the shell stops find it gone: weak, never unowned.
-            captureTask = Task { [weak self] in
-                for await frame in capture.frames {
-                    queue.async { [weak self] in
-                        guard let self, !self.stopped, let input = self.classify(frame) else { return }
-                        deliver(input)
-                    }
-                }
-            }
+        // Frames are handled on the queue as the capture reads them: no hop to another thread, no queue between.
+        capture?.startDelivering { [weak self] frame in
+            guard let self, !self.stopped, let input = self.classify(frame) else { return }
+            deliver(input)
         }
     }
 
@@ -258,7 +253,6 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
             )
         }
         for source in sources { source.cancel() }
-        captureTask?.cancel()
         capture?.close()
         for socket in sockets { socket.close() }
         for socket in mdnsSockets { socket.close() }

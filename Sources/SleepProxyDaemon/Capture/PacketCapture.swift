@@ -1,16 +1,19 @@
 import CPcap
-import Dispatch
+public import Dispatch
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// A libpcap capture handle on one interface: frames come out as copies on ``frames``; frames go out through
-/// ``inject(_:)``.
+/// A libpcap capture handle on one interface: frames come out as copies, on ``frames`` or to a handler; frames go
+/// out through ``inject(_:)``.
 ///
-/// libpcap handles are not thread-safe, so one private serial queue owns the handle. A read source on the
+/// libpcap handles are not thread-safe, so one serial queue owns the handle: a private one (frames on
+/// ``frames``), or the caller's (``init(interface:options:queue:)``, frames to the handler given to
+/// ``startDelivering(_:)`` on that queue, as they are read: no hop between threads). A read source on the
 /// handle's selectable descriptor drains it on that queue; ``setFilter(_:)``, ``inject(_:)``, ``statistics()``
-/// and ``close()`` run synchronously on the same queue, so they may be called from any thread or task.
+/// and ``close()`` run on the same queue (synchronously from other threads, at once when called on it), so they
+/// may be called from any thread or task, and from the handler itself.
 ///
 /// The handle is created on the calling thread, so it belongs to that thread's network namespace.
 ///
@@ -26,6 +29,8 @@ public final class PacketCapture: Sendable {
     public let frames: AsyncStream<CapturedFrame>
 
     private let queue: DispatchQueue
+    /// Set on `queue` to this capture's owner: tells whether a call is already on the queue.
+    private let queueKey: DispatchSpecificKey<ObjectIdentifier>
     private let owner: HandleOwner
     /// Left when the read source's cancel handler has run; the handle may only be closed after that.
     private let sourceCancelled: DispatchGroup
@@ -36,25 +41,48 @@ public final class PacketCapture: Sendable {
     ///
     /// - Throws: ``PacketCaptureError`` with code ``PacketCaptureError/Code/interfaceNotFound``,
     ///   ``PacketCaptureError/Code/permissionDenied`` (needs `CAP_NET_RAW`), or another open failure.
-    public init(interface: String, options: Options = Options()) throws {
-        let handle = try Self.open(interface: interface, options: options)
+    public convenience init(interface: String, options: Options = Options()) throws {
         let (stream, continuation) = AsyncStream.makeStream(
             of: CapturedFrame.self,
             bufferingPolicy: .bufferingNewest(max(1, options.streamBufferSize))
         )
+        try self.init(
+            interface: interface, options: options, queue: DispatchQueue(label: "sleepproxy.capture.\(interface)"),
+            stream: stream, sink: .stream(continuation))
+        queue.sync { owner.activate() }
+    }
+
+    /// Opens `interface` for capture and injection, owned by `queue`: frames go to the handler given to
+    /// ``startDelivering(_:)``, called on `queue` as each frame is read. ``frames`` stays empty.
+    ///
+    /// - Throws: as ``init(interface:options:)``.
+    public convenience init(interface: String, options: Options = Options(), queue: DispatchQueue) throws {
+        let (stream, continuation) = AsyncStream.makeStream(of: CapturedFrame.self)
+        continuation.finish()
+        try self.init(interface: interface, options: options, queue: queue, stream: stream, sink: .handler(nil))
+    }
+
+    private init(
+        interface: String, options: Options, queue: DispatchQueue, stream: AsyncStream<CapturedFrame>, sink: Sink
+    ) throws {
+        let handle = try Self.open(interface: interface, options: options)
         let nanosecondStamps = pcap_get_tstamp_precision(handle) == PCAP_TSTAMP_PRECISION_NANO
-        let queue = DispatchQueue(label: "sleepproxy.capture.\(interface)")
         let owner = HandleOwner(
             interface: interface,
             handle: handle,
-            receiver: Receiver(continuation: continuation, nanosecondStamps: nanosecondStamps)
+            receiver: Receiver(sink: sink, nanosecondStamps: nanosecondStamps)
         )
         let group = DispatchGroup()
+        let key = DispatchSpecificKey<ObjectIdentifier>()
+        queue.setSpecific(key: key, value: ObjectIdentifier(owner))
 
         let source = DispatchSource.makeReadSource(fileDescriptor: pcap_get_selectable_fd(handle), queue: queue)
         source.setEventHandler { owner.drain() }
         group.enter()
-        source.setCancelHandler { group.leave() }
+        source.setCancelHandler {
+            owner.sourceCancelled()
+            group.leave()
+        }
         owner.readSource = source
 
         // Immediate mode on Linux needs no poll timeout; honour one if this libpcap asks for it anyway.
@@ -70,9 +98,28 @@ public final class PacketCapture: Sendable {
         self.interfaceName = interface
         self.frames = stream
         self.queue = queue
+        self.queueKey = key
         self.owner = owner
         self.sourceCancelled = group
-        source.activate()
+    }
+
+    /// Starts handing frames to `handler`, on the capture's queue, for a capture opened with
+    /// ``init(interface:options:queue:)``. Call it once, on that queue. The frame's bytes are a copy the handler
+    /// may keep.
+    public func startDelivering(_ handler: @escaping (CapturedFrame) -> Void) {
+        onQueue {
+            guard case .handler(nil) = owner.receiver.sink, !owner.closing, !owner.activated else { return }
+            owner.receiver.sink = .handler(handler)
+            owner.activate()
+        }
+    }
+
+    /// Runs `body` on the capture's queue: at once when already on it, synchronously otherwise.
+    private func onQueue<Result>(_ body: () throws -> Result) rethrows -> Result {
+        if DispatchQueue.getSpecific(key: queueKey) == ObjectIdentifier(owner) {
+            return try body()
+        }
+        return try queue.sync(execute: body)
     }
 
     deinit {
@@ -83,8 +130,8 @@ public final class PacketCapture: Sendable {
     ///
     /// On failure the previous filter stays in effect.
     public func setFilter(_ expression: String) throws {
-        try queue.sync {
-            guard let handle = owner.handle else {
+        try onQueue {
+            guard let handle = owner.handle, !owner.closing else {
                 throw PacketCaptureError.closed(interface: interfaceName, operation: "set filter '\(expression)'")
             }
             var program = bpf_program()
@@ -110,8 +157,8 @@ public final class PacketCapture: Sendable {
     ///
     /// The frame's source MAC must be the sender's real MAC: Linux bridges drop frames from `00:00:00:00:00:00`.
     public func inject(_ frame: [UInt8]) throws {
-        try queue.sync {
-            guard let handle = owner.handle else {
+        try onQueue {
+            guard let handle = owner.handle, !owner.closing else {
                 throw PacketCaptureError.closed(interface: interfaceName, operation: "inject a frame")
             }
             guard frame.count >= 14 else {
@@ -141,8 +188,8 @@ public final class PacketCapture: Sendable {
 
     /// The kernel's counters for this handle plus this capture's own.
     public func statistics() throws -> Statistics {
-        try queue.sync {
-            guard let handle = owner.handle else {
+        try onQueue {
+            guard let handle = owner.handle, !owner.closing else {
                 throw PacketCaptureError.closed(interface: interfaceName, operation: "read statistics")
             }
             var stat = pcap_stat()
@@ -164,13 +211,16 @@ public final class PacketCapture: Sendable {
 
     /// Whether ``close()`` has been called.
     public var isClosed: Bool {
-        queue.sync { owner.closing }
+        onQueue { owner.closing }
     }
 
-    /// Stops reading, closes the handle and finishes ``frames``. Safe to call more than once and from any thread;
-    /// returns once the handle is closed.
+    /// Stops reading, closes the handle and finishes ``frames``. Safe to call more than once and from any thread.
+    /// From another thread it returns once the handle is closed; on the capture's queue (in the handler, say) the
+    /// handle closes as soon as the read source has stopped, a moment later on the same queue.
     public func close() {
-        queue.sync { owner.beginClose() }
+        let onTheQueue = DispatchQueue.getSpecific(key: queueKey) == ObjectIdentifier(owner)
+        onQueue { owner.beginClose() }
+        guard !onTheQueue else { return }
         sourceCancelled.wait()
         queue.sync { owner.finishClose() }
     }
@@ -248,16 +298,29 @@ public final class PacketCapture: Sendable {
     }
 }
 
+/// Where captured frames go: a stream, or a handler called on the capture's queue (nil until delivery starts).
+private enum Sink {
+    case stream(AsyncStream<CapturedFrame>.Continuation)
+    case handler(((CapturedFrame) -> Void)?)
+}
+
 /// Receives frames from `pcap_dispatch`; touched only on the capture's queue.
 private final class Receiver {
-    let continuation: AsyncStream<CapturedFrame>.Continuation
+    var sink: Sink
     let nanosecondStamps: Bool
     var captured: UInt64 = 0
     var droppedByStream: UInt64 = 0
 
-    init(continuation: AsyncStream<CapturedFrame>.Continuation, nanosecondStamps: Bool) {
-        self.continuation = continuation
+    init(sink: Sink, nanosecondStamps: Bool) {
+        self.sink = sink
         self.nanosecondStamps = nanosecondStamps
+    }
+
+    func finish() {
+        switch sink {
+        case .stream(let continuation): continuation.finish()
+        case .handler: sink = .handler(nil)
+        }
     }
 
     func deliver(header: pcap_pkthdr, bytes: UnsafePointer<UInt8>) {
@@ -271,8 +334,13 @@ private final class Receiver {
             originalLength: Int(header.len)
         )
         captured += 1
-        if case .dropped = continuation.yield(frame) {
-            droppedByStream += 1
+        switch sink {
+        case .stream(let continuation):
+            if case .dropped = continuation.yield(frame) {
+                droppedByStream += 1
+            }
+        case .handler(let handler):
+            handler?(frame)
         }
     }
 }
@@ -282,6 +350,9 @@ private final class Receiver {
 private final class HandleOwner: @unchecked Sendable {
     /// Upper bound of `pcap_dispatch` calls per read event, so a flood cannot starve the other operations.
     private static let dispatchBatches = 64
+    /// Upper bound of frames per `pcap_dispatch` call: with a handler on a shared queue, other work on it (a
+    /// registration, a timer) waits at most this many frames; the read source fires again for the rest.
+    private static let framesPerDispatch: Int32 = 256
 
     let interface: String
     private(set) var handle: OpaquePointer?
@@ -289,6 +360,10 @@ private final class HandleOwner: @unchecked Sendable {
     var readSource: (any DispatchSourceRead)?
     var timerSource: (any DispatchSourceTimer)?
     private(set) var closing = false
+    /// Whether the read source's cancel handler has run: the handle is no longer read.
+    private var readingStopped = false
+    /// Whether the read source was activated: only then does its cancel handler run.
+    private(set) var activated = false
 
     init(interface: String, handle: OpaquePointer, receiver: Receiver) {
         self.interface = interface
@@ -302,20 +377,45 @@ private final class HandleOwner: @unchecked Sendable {
         let context = UnsafeMutableRawPointer(Unmanaged.passUnretained(receiver).toOpaque())
             .assumingMemoryBound(to: UInt8.self)
         for _ in 0..<Self.dispatchBatches {
-            let count = pcap_dispatch(handle, -1, handleFrame, context)
+            let count = pcap_dispatch(handle, Self.framesPerDispatch, handleFrame, context)
+            // The handler may have closed the capture.
+            if closing { return }
             if count > 0 { continue }
             if count < 0 && count != PCAP_ERROR_BREAK {
                 // The interface is gone or the socket failed; nothing more will come.
                 stopReading()
-                receiver.continuation.finish()
+                receiver.finish()
             }
             return
         }
     }
 
+    /// Activates the read source (once).
+    func activate() {
+        guard !activated, !closing else { return }
+        activated = true
+        readSource?.activate()
+    }
+
     func beginClose() {
+        guard !closing else { return }
         closing = true
+        // Closed from the handler: the frames left in this `pcap_dispatch` round are not delivered.
+        if case .handler = receiver.sink { receiver.sink = .handler(nil) }
+        if let handle { pcap_breakloop(handle) }
         stopReading()
+        if !activated {
+            // A source must be activated before it goes (libdispatch), and only then runs its cancel handler.
+            activated = true
+            readSource?.activate()
+        }
+        if readingStopped { finishClose() }
+    }
+
+    /// The read source's cancel handler: after it, nothing reads the handle.
+    func sourceCancelled() {
+        readingStopped = true
+        if closing { finishClose() }
     }
 
     func finishClose() {
@@ -323,7 +423,7 @@ private final class HandleOwner: @unchecked Sendable {
             pcap_close(handle)
             self.handle = nil
         }
-        receiver.continuation.finish()
+        receiver.finish()
     }
 
     private func stopReading() {

@@ -1,7 +1,9 @@
+import Dispatch
 import Frames
 import NetworkAddresses
 import SleepProxyCore
 import SleepProxyDaemon
+import Synchronization
 import TestLab
 import Testing
 
@@ -165,6 +167,88 @@ struct PacketCaptureLabTests {
             // The two newest survive.
             let kept = try await elements(of: capture.frames, "the two buffered frames") { $0.bytes[14] == 9 }
             #expect(kept.map { $0.bytes[14] } == [8, 9])
+        }
+    }
+
+    /// A capture owned by the caller's queue: frames reach the handler on that queue, in order; the handler may
+    /// inject, set the filter and read the statistics without deadlocking (they run at once), and may close the
+    /// capture, after which nothing more is delivered and every call says it is closed.
+    @Test func framesAreHandledOnTheCallersQueue() async throws {
+        try await Lab.withLab { lab in
+            let proxy = lab.host(.proxy)
+            let sleeper = lab.host(.sleeper)
+            let queue = DispatchQueue(label: "test.daemon")
+            let key = DispatchSpecificKey<String>()
+            queue.setSpecific(key: key, value: "the daemon's queue")
+            let capture = try lab.withNamespace(.proxy) {
+                try PacketCapture(interface: proxy.interfaceName, queue: queue)
+            }
+            defer { capture.close() }
+            try capture.setFilter("ether proto 0x0842")
+            let echo = try lab.withNamespace(.sleeper) { try PacketCapture(interface: sleeper.interfaceName) }
+            defer { echo.close() }
+            try echo.setFilter("ether proto 0x0843")
+
+            let seen = Mutex<[UInt8]>([])
+            let problems = Mutex<[String]>([])
+            let closedAfter = Mutex<Bool>(false)
+            queue.sync {
+                capture.startDelivering { frame in
+                    if DispatchQueue.getSpecific(key: key) == nil { problems.withLock { $0.append("off the queue") } }
+                    let number = frame.bytes[14]
+                    seen.withLock { $0.append(number) }
+                    do {
+                        // From inside the handler: inject an answer, set the same filter, read the counters.
+                        try capture.inject(
+                            sleeper.mac + proxy.mac + [0x08, 0x43] + Array(repeating: number, count: 46))
+                        try capture.setFilter("ether proto 0x0842")
+                        _ = try capture.statistics()
+                    } catch {
+                        problems.withLock { $0.append("\(error)") }
+                    }
+                    if number == 4 {
+                        capture.close()
+                        closedAfter.withLock { $0 = capture.isClosed }
+                    }
+                }
+            }
+            let sender = try lab.withNamespace(.sleeper) { try PacketCapture(interface: sleeper.interfaceName) }
+            defer { sender.close() }
+            for number in 0..<8 {
+                try sender.inject(proxy.mac + sleeper.mac + [0x08, 0x42] + Array(repeating: UInt8(number), count: 46))
+            }
+            let echoed = try await elements(of: echo.frames, "the echo of frame 4") { $0.bytes[14] == 4 }
+            #expect(echoed.map { $0.bytes[14] } == [0, 1, 2, 3, 4])
+            // Frames 5 to 7 arrive after the close: never delivered.
+            try await Task.sleep(for: .milliseconds(300))
+            queue.sync {}
+            #expect(seen.withLock { $0 } == [0, 1, 2, 3, 4])
+            #expect(problems.withLock { $0 }.isEmpty, "\(problems.withLock { $0 })")
+            #expect(closedAfter.withLock { $0 })
+            let error = #expect(throws: PacketCaptureError.self) { try capture.statistics() }
+            #expect(error?.code == .closed)
+        }
+    }
+
+    /// A capture on the caller's queue that never started delivering closes cleanly, from the queue or not.
+    @Test(arguments: [false, true])
+    func aCaptureThatNeverStartedCloses(fromTheQueue: Bool) async throws {
+        try await Lab.withLab { lab in
+            let proxy = lab.host(.proxy)
+            let queue = DispatchQueue(label: "test.daemon")
+            let capture = try lab.withNamespace(.proxy) {
+                try PacketCapture(interface: proxy.interfaceName, queue: queue)
+            }
+            if fromTheQueue {
+                queue.sync { capture.close() }
+                queue.sync {}
+            } else {
+                capture.close()
+            }
+            #expect(capture.isClosed)
+            let error = #expect(throws: PacketCaptureError.self) { try capture.setFilter("arp") }
+            #expect(error?.code == .closed)
+            queue.sync { capture.startDelivering { _ in Issue.record("a closed capture delivered a frame") } }
         }
     }
 
