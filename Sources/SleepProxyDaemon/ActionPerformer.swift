@@ -17,11 +17,12 @@ public protocol InterfaceEffects: AnyObject {
     func removeNeighbour(_ address: IPAddress) throws
 }
 
-/// Carries out the core's actions, in order, with one rule above the others: every store change of a batch is
-/// committed, in one transaction, before anything else happens; if the commit fails no reply goes out (the
-/// client retransmits), while the rest still does (answers, take-over, wakes keep the network consistent with
-/// the core, which already changed). Failed commits are logged through `storeHealth`: once when they start and
-/// once a minute while they last, not once per datagram.
+/// Carries out the core's actions, in order, with one rule above the others: a reply (and the notice of an
+/// event) goes out only after every store change of the batch is committed, in one transaction; if the commit
+/// fails no reply goes out (the client retransmits). Everything else (answers, take-over frames, magic packets,
+/// neighbour entries) happens first, before the commit, whatever its outcome: it keeps the network consistent
+/// with the core, which already changed, and a wake does not wait for the disk. Failed commits are logged
+/// through `storeHealth`: once when they start and once a minute while they last, not once per datagram.
 public struct ActionPerformer {
     public var store: any LeaseStoring
     public var logger: Logger
@@ -46,7 +47,20 @@ public struct ActionPerformer {
     /// Carries out `actions`; returns whether the store changes (if any) were committed.
     @discardableResult
     public func perform(_ actions: [Action]) -> Bool {
-        let changes = actions.compactMap { if case .store(let change) = $0 { change } else { nil } }
+        var changes: [StoreChange] = []
+        var afterCommit = false
+        for action in actions {
+            switch action {
+            case .store(let change):
+                changes.append(change)
+                afterCommit = true
+            case .reply:
+                afterCommit = true
+            default:
+                carryOutNow(action)
+            }
+        }
+        guard afterCommit else { return true }
         var committed = true
         if !changes.isEmpty {
             do {
@@ -57,34 +71,44 @@ public struct ActionPerformer {
                 storeHealth.commitFailed(error, logger: logger)
             }
         }
+        guard committed else { return false }
         for action in actions {
             switch action {
-            case .store(let change):
-                if committed, case .appendEvent(let event) = change { onEvent(event) }
+            case .store(.appendEvent(let event)):
+                onEvent(event)
             case .reply(let reply):
-                guard committed else { continue }
                 carryOut(reply.interface, "reply to \(reply.destination)") { try $0.sendReply(reply) }
-            case .log(let level, let text):
-                logger.log(level: Self.level(level), "\(text)")
-            case .sendMDNS(let transmission):
-                carryOut(transmission.interface, "mDNS to \(transmission.destination)") {
-                    try $0.sendMDNS(transmission)
-                }
-            case .injectFrame(let interface, let bytes):
-                carryOut(interface, "inject") { try $0.inject(bytes) }
-            case .proxiedAddressesChanged(let interface, let addresses):
-                carryOut(interface, "capture filter") { try $0.watch(addresses) }
-            case .joinMulticastGroup(let interface, let group):
-                carryOut(interface, "join \(group)") { try $0.joinGroup(group) }
-            case .leaveMulticastGroup(let interface, let group):
-                carryOut(interface, "leave \(group)") { try $0.leaveGroup(group) }
-            case .setNeighbour(let interface, let address, let mac):
-                carryOut(interface, "neighbour \(address)") { try $0.setNeighbour(address, mac: mac) }
-            case .removeNeighbour(let interface, let address):
-                carryOut(interface, "neighbour \(address)") { try $0.removeNeighbour(address) }
+            default:
+                continue
             }
         }
-        return committed
+        return true
+    }
+
+    /// An action that does not wait for the commit.
+    private func carryOutNow(_ action: Action) {
+        switch action {
+        case .store, .reply:
+            return
+        case .log(let level, let text):
+            logger.log(level: Self.level(level), "\(text)")
+        case .sendMDNS(let transmission):
+            carryOut(transmission.interface, "mDNS to \(transmission.destination)") {
+                try $0.sendMDNS(transmission)
+            }
+        case .injectFrame(let interface, let bytes):
+            carryOut(interface, "inject") { try $0.inject(bytes) }
+        case .proxiedAddressesChanged(let interface, let addresses):
+            carryOut(interface, "capture filter") { try $0.watch(addresses) }
+        case .joinMulticastGroup(let interface, let group):
+            carryOut(interface, "join \(group)") { try $0.joinGroup(group) }
+        case .leaveMulticastGroup(let interface, let group):
+            carryOut(interface, "leave \(group)") { try $0.leaveGroup(group) }
+        case .setNeighbour(let interface, let address, let mac):
+            carryOut(interface, "neighbour \(address)") { try $0.setNeighbour(address, mac: mac) }
+        case .removeNeighbour(let interface, let address):
+            carryOut(interface, "neighbour \(address)") { try $0.removeNeighbour(address) }
+        }
     }
 
     /// `what` names the effect in a log line; it is built only when one is written (this runs for every answer).

@@ -67,7 +67,9 @@ import Testing
             onEvent: { journal.entries.append("event \($0.kind)") })
     }
 
-    @Test func storeChangesAreCommittedBeforeAnythingElseAndTheReplyFollows() {
+    /// Frames and answers go first (a wake does not wait for the disk), then the commit, then what must follow
+    /// it: the event's notice and the reply.
+    @Test func wireEffectsGoFirstThenTheCommitThenTheReply() {
         let journal = Journal()
         let store = RecordingStore(journal: journal)
         let eth0 = RecordingEffects(journal: journal, name: "eth0")
@@ -76,7 +78,7 @@ import Testing
             .store(.removeOwner(OwnerKey(interface: "eth0", primaryMAC: MACAddress(2, 0, 0, 0, 0, 1)))),
         ]
         #expect(performer(journal, store: store, effects: ["eth0": eth0]).perform(actions))
-        #expect(journal.entries == ["commit 2", "eth0 inject 2", "event registered", "eth0 reply"])
+        #expect(journal.entries == ["eth0 inject 2", "commit 2", "event registered", "eth0 reply"])
     }
 
     @Test func aFailedCommitWithholdsTheReplyAndTheEventButNotTheRest() {
@@ -88,7 +90,7 @@ import Testing
             .store(.appendEvent(event)), .reply(reply), .injectFrame("eth0", [9]),
         ]
         #expect(!performer(journal, store: store, effects: ["eth0": eth0]).perform(actions))
-        #expect(journal.entries == ["commit failed", "eth0 inject 1"])
+        #expect(journal.entries == ["eth0 inject 1", "commit failed"])
     }
 
     @Test func eachActionGoesToItsOwnInterface() {
