@@ -99,68 +99,6 @@ func synFrame(from lab: Lab, to address: IPAddress, sourcePort: UInt16) -> [UInt
     }
 }
 
-/// Wake latency: from the SYN on the proxy's wire to the first magic packet on it, over `wakes` hosts, each
-/// woken once (a host is woken by one sequence at a time).
-func runWakeLatencyBenchmark(wakes: Int = 40) async throws {
-    if let reason = Lab.unsupportedReason {
-        print("wake benchmark skipped: \(reason)")
-        return
-    }
-    try await Lab.withLab { lab in
-        guard let daemon = try await startBenchmarkDaemon(lab) else { return }
-        defer { daemon.signal(SIGTERM) }
-        let addresses = (0..<wakes).map { IPAddress.v4(IPv4Address(10, 77, 0, UInt8(100 + $0))) }
-        try registerHosts(lab, addresses: addresses)
-        // Probes and announcements end about 11 s after the registrations: measure after them.
-        try await Task.sleep(for: .seconds(12))
-
-        let wire = try lab.withNamespace(.proxy) {
-            try PacketCapture(interface: "eth0", options: PacketCapture.Options(direction: .both))
-        }
-        defer { wire.close() }
-        try wire.setFilter("(tcp dst port 22 and tcp[tcpflags] & tcp-syn != 0) or ether proto 0x0842")
-        let injector = try lab.withNamespace(.waker) { try PacketCapture(interface: "eth0") }
-        defer { injector.close() }
-
-        let collector = Task {
-            var syn: [IPAddress: Duration] = [:]
-            var magic: [MACAddress: Duration] = [:]
-            for await frame in wire.frames {
-                guard let parsed = try? EthernetFrame(parsing: frame.bytes) else { continue }
-                if let target = parsed.magicPacket?.target, magic[target] == nil {
-                    magic[target] = frame.timestamp
-                } else if parsed.tcp != nil, let ipv4 = parsed.ipv4, syn[.v4(ipv4.header.destination)] == nil {
-                    syn[.v4(ipv4.header.destination)] = frame.timestamp
-                }
-                if magic.count == addresses.count { break }
-            }
-            return (syn, magic)
-        }
-        for (index, address) in addresses.enumerated() {
-            try injector.inject(synFrame(from: lab, to: address, sourcePort: UInt16(40_000 + index)))
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        try await Task.sleep(for: .seconds(1))
-        wire.close()
-        let (syn, magic) = await collector.value
-        var latencies: [Double] = []
-        for (index, address) in addresses.enumerated() {
-            guard let start = syn[address], let end = magic[benchmarkMAC(index)] else { continue }
-            latencies.append(durationSeconds(end - start) * 1000)
-        }
-        latencies.sort()
-        func percentile(_ p: Double) -> String {
-            guard !latencies.isEmpty else { return "n/a" }
-            let index = min(latencies.count - 1, Int((Double(latencies.count) * p).rounded(.up)) - 1)
-            return String(format: "%.3f", latencies[index])
-        }
-        print("wake_samples: \(latencies.count) of \(addresses.count)")
-        print("wake_latency_p50_ms: \(percentile(0.5))")
-        print("wake_latency_p99_ms: \(percentile(0.99))")
-        print("wake_latency_max_ms: \(String(format: "%.3f", latencies.last ?? .nan))")
-    }
-}
-
 /// Capture capacity: 4,096 held IPv6 addresses, a flood of SYNs to addresses that are not held at `rate` per
 /// second for `seconds`, and one SYN to a held host in the middle of it.
 func runCaptureCapacityBenchmark(held: Int = 4_096, rate: Int = 10_000, seconds: Int = 10) async throws {

@@ -1,7 +1,8 @@
 // Benchmarks print `figure: value` lines. Run them with `make bench` (a release build, no other load).
 //
-//   SleepProxyBenchmarks                 every benchmark
-//   SleepProxyBenchmarks decode encode   some: decode, encode, roundtrip, registrations, store, mdns, wake, capture
+//   SleepProxyBenchmarks                 the standard set (about ten minutes on two cores)
+//   SleepProxyBenchmarks decode mdns     some: decode, encode, roundtrip, registrations, store, mdns, wake, scaling
+//   SleepProxyBenchmarks capture         a SYN flood past 4,096 held addresses; only when named
 //   SleepProxyBenchmarks flood           hostile traffic for FLOOD_SECONDS (60); only when named (`make flood`)
 import DNSWire
 import Foundation
@@ -88,15 +89,25 @@ if arguments.count == 2, arguments[0] == "restore" {
     exit(0)
 }
 let selected = Set(arguments)
-func wanted(_ name: String) -> Bool { selected.isEmpty || selected.contains(name) }
+let standard: Set = ["decode", "encode", "roundtrip", "registrations", "store", "mdns", "wake", "scaling"]
+let unknown = selected.subtracting(standard).subtracting(["capture", "flood"])
+guard unknown.isEmpty else {
+    FileHandle.standardError.write(
+        Data(
+            "unknown benchmark \(unknown.sorted().joined(separator: ", ")); known: \(standard.sorted().joined(separator: ", ")), capture, flood\n"
+                .utf8))
+    exit(2)
+}
+func wanted(_ name: String) -> Bool { selected.isEmpty ? standard.contains(name) : selected.contains(name) }
 
+printMachine()
 print("registration_bytes: \(wire.count)")
 print("registration_records: \(message.updates.count)")
 if wanted("decode") {
     let decodes = try measure {
         blackHole(try DNSMessage(decoding: wire))
     }
-    print("dns_decode_osx109_registration_per_second: \(Int(decodes))")
+    print("decode_osx109_registration_per_second: \(Int(decodes))")
 }
 if wanted("encode") {
     let encodes = try measure {
@@ -122,18 +133,53 @@ if wanted("registrations") {
 if wanted("store") {
     try runLeaseStoreBenchmarks()
 }
+// The lab benchmarks need root (network namespaces) and say so, and what else is missing, when they skip.
+if wanted("mdns") {
+    try await runMDNSComparison()
+}
 if wanted("wake") {
-    // Needs root (a network-namespace lab); says so and skips otherwise.
-    try await runWakeLatencyBenchmark()
+    try await runWakeFigures()
+}
+if wanted("scaling") {
+    try await runScaling()
 }
 if wanted("capture") {
     try await runCaptureCapacityBenchmark()
 }
-if selected.contains("flood") {
-    // Needs root (a network-namespace lab) and python3; long, so it runs only when asked for by name.
+if wanted("flood") {
     try await runFloodBenchmark()
 }
-if wanted("mdns") {
-    // Needs root (a network-namespace lab), dnsperf and avahi-daemon; says so and skips otherwise.
-    try await runResponderBenchmark()
+
+/// The machine, kernel and versions the figures were measured with.
+func printMachine() {
+    func firstLine(_ arguments: [String]) -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        guard (try? process.run()) != nil else { return "not installed" }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        return text.split(separator: "\n").first.map(String.init) ?? "unknown"
+    }
+    let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+    let model =
+        cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }?
+        .split(separator: ":", maxSplits: 1).last?.trimmingCharacters(in: .whitespaces) ?? "unknown"
+    let memory = (try? String(contentsOfFile: "/proc/meminfo", encoding: .utf8))?.split(separator: "\n").first?
+        .split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Double($0) }
+    print(
+        "machine: \(model), \(ProcessInfo.processInfo.activeProcessorCount) cores, \(String(format: "%.0f", (memory ?? 0) / 1_048_576)) GiB"
+    )
+    print("kernel: \(firstLine(["uname", "-sr"]))")
+    print("os: \(firstLine(["sh", "-c", ". /etc/os-release && echo $PRETTY_NAME"]))")
+    print("swift: \(firstLine(["swift", "--version"]))")
+    print("libpcap: \(firstLine(["sh", "-c", "dpkg-query -W -f '${Version}' libpcap0.8 2>/dev/null || echo unknown"]))")
+    print("avahi: \(firstLine(["avahi-daemon", "--version"]))")
+    print(
+        "dnsperf: \(firstLine(["sh", "-c", "dpkg-query -W -f '${Version}' dnsperf 2>/dev/null || echo not installed"]))"
+    )
 }

@@ -13,17 +13,22 @@ public struct AvahiService: Sendable, Hashable {
     public var port: UInt16
     /// TXT strings in wire order, such as `u=test`.
     public var txt: [String]
+    /// The SRV target, such as `host7.local`, when not avahi's own host name.
+    public var hostName: String?
 
-    public init(name: String, type: String, port: UInt16, txt: [String] = []) {
+    public init(name: String, type: String, port: UInt16, txt: [String] = [], hostName: String? = nil) {
         self.name = name
         self.type = type
         self.port = port
         self.txt = txt
+        self.hostName = hostName
     }
 
     /// The service file's XML.
     var serviceFile: String {
-        let records = txt.map { "    <txt-record>\(xmlEscaped($0))</txt-record>\n" }.joined()
+        let records =
+            txt.map { "    <txt-record>\(xmlEscaped($0))</txt-record>\n" }.joined()
+            + (hostName.map { "    <host-name>\(xmlEscaped($0))</host-name>\n" } ?? "")
         return """
             <?xml version="1.0" standalone="no"?>
             <!DOCTYPE service-group SYSTEM "avahi-service.dtd">
@@ -40,7 +45,7 @@ public struct AvahiService: Sendable, Hashable {
 }
 
 /// An avahi-daemon running in one lab host, with its own configuration, its own `/run` and its own system
-/// D-Bus; started by ``Lab/startAvahi(on:hostName:services:configuration:)``.
+/// D-Bus; started by ``Lab/startAvahi(on:hostName:services:staticHosts:configuration:)``.
 ///
 /// The avahi tools (`avahi-browse`, `avahi-resolve`) reach this daemon when run through ``run(_:timeout:)``
 /// or the helpers built on it, which set `DBUS_SYSTEM_BUS_ADDRESS` to this instance's bus.
@@ -200,6 +205,7 @@ extension Lab {
         on role: Role,
         hostName: String,
         services: [AvahiService] = [],
+        staticHosts: [(name: String, address: String)] = [],
         configuration: [String: [String: String]] = [:]
     ) throws -> AvahiInstance {
         let namespace = try run(role, ["ip", "netns", "identify"], timeout: .seconds(5))
@@ -213,7 +219,8 @@ extension Lab {
         }
         try FileManager.default.createDirectory(atPath: directory + "/services", withIntermediateDirectories: false)
         try write(Self.avahiConfiguration(hostName: hostName, overrides: configuration), to: "avahi-daemon.conf")
-        try write("", to: "hosts")
+        // `/etc/avahi/hosts`: an address and a name per line, published as A (or AAAA) and reverse PTR.
+        try write(staticHosts.map { "\($0.address) \($0.name)\n" }.joined(), to: "hosts")
         for (index, service) in services.enumerated() {
             try write(service.serviceFile, to: "services/\(index).service")
         }
@@ -290,15 +297,18 @@ extension Lab {
         )
     }
 
-    /// ``startAvahi(on:hostName:services:configuration:)`` off the cooperative thread pool.
+    /// ``startAvahi(on:hostName:services:staticHosts:configuration:)`` off the cooperative thread pool.
     public func startAvahi(
         on role: Role,
         hostName: String,
         services: [AvahiService] = [],
+        staticHosts: [(name: String, address: String)] = [],
         configuration: [String: [String: String]] = [:]
     ) async throws -> AvahiInstance {
         try await runOffCooperativePool {
-            try self.startAvahi(on: role, hostName: hostName, services: services, configuration: configuration)
+            try self.startAvahi(
+                on: role, hostName: hostName, services: services, staticHosts: staticHosts,
+                configuration: configuration)
         }
     }
 
