@@ -98,15 +98,17 @@ extension SleepProxyCore {
                 "a query from \(packet.source) asked \(message.questions.count) questions; answering the first \(limit)",
                 now: now)
         }
+        // With one question, its cached answer also knows its additional records (when none is left out).
+        var single: AnswerCacheKey?
         for question in message.questions.prefix(limit) {
             guard question.questionClass == .internet || question.questionClass == .any else { continue }
-            var records = lookup(question.name, type: question.type, interface: packet.interface, now: now)
-            if records.isEmpty,
-                let nsec = negativeAnswer(question.name, type: question.type, interface: packet.interface, now: now)
-            {
-                records = [nsec]
+            let key = AnswerCacheKey(
+                interface: packet.interface, name: question.name.lowercased(), type: question.type)
+            single = message.questions.count == 1 ? key : nil
+            var records = cachedAnswer(key, question.name, now: now).records
+            if !knownAnswers.isEmpty {
+                records.removeAll { record in knownAnswers.contains { Self.suppresses($0, record) } }
             }
-            records.removeAll { record in knownAnswers.contains { Self.suppresses($0, record) } }
             for record in records {
                 let viaUnicast: Bool
                 if packet.isLegacyUnicast || directUnicast {
@@ -127,8 +129,16 @@ extension SleepProxyCore {
             }
         }
         if !unicast.isEmpty {
-            let additionals = additionalRecords(for: unicast, interface: packet.interface, now: now).filter { record in
-                !knownAnswers.contains { Self.suppresses($0, record) }
+            let additionals: [DNSRecord]
+            if let single, let cached = answerCache[single], cached.records.count == unicast.count {
+                // Every record of the one question goes by unicast: its additional records, cached too.
+                additionals = cachedAdditionals(single, for: cached, now: now).filter { record in
+                    knownAnswers.isEmpty || !knownAnswers.contains { Self.suppresses($0, record) }
+                }
+            } else {
+                additionals = additionalRecords(for: unicast, interface: packet.interface, now: now).filter { record in
+                    !knownAnswers.contains { Self.suppresses($0, record) }
+                }
             }
             let reply: DNSMessage
             if packet.isLegacyUnicast {
@@ -185,6 +195,31 @@ extension SleepProxyCore {
         return actions
     }
 
+    /// The answer to a question (held records, or the NSEC saying a unique name lacks the type), from the cache
+    /// when nothing held has changed since it was computed. Answers change only when held state changes (which
+    /// empties the cache: see `answerCache`) or when a record probe ends, which makes a silent record answer
+    /// again at the next tick: a cached answer is never one that the proxy should no longer give.
+    mutating func cachedAnswer(_ key: AnswerCacheKey, _ name: DNSName, now: UnixTime) -> CachedAnswer {
+        if let cached = answerCache[key] { return cached }
+        var records = lookup(name, type: key.type, interface: key.interface, now: now)
+        if records.isEmpty, let nsec = negativeAnswer(name, type: key.type, interface: key.interface, now: now) {
+            records = [nsec]
+        }
+        let entry = CachedAnswer(records: records)
+        // Bounded: a querier asking random names fills it; it starts over rather than grow.
+        if answerCache.count >= Self.answerCacheLimit { answerCache.removeAll() }
+        answerCache[key] = entry
+        return entry
+    }
+
+    /// The additional records for all of a cached answer's records, computed once.
+    mutating func cachedAdditionals(_ key: AnswerCacheKey, for cached: CachedAnswer, now: UnixTime) -> [DNSRecord] {
+        if let additionals = cached.additionals { return additionals }
+        let additionals = additionalRecords(for: cached.records, interface: key.interface, now: now)
+        answerCache[key]?.additionals = additionals
+        return additionals
+    }
+
     /// Held records on `interface` whose name matches (ignoring case) and whose type matches (or ANY).
     func lookup(_ name: DNSName, type: DNSType, interface: InterfaceName, now: UnixTime) -> [DNSRecord] {
         var found = advertisementLookup(name, type: type, interface: interface)
@@ -204,16 +239,32 @@ extension SleepProxyCore {
     /// The types held for a unique name, if every record of that name is unique (cache-flush) and some are
     /// answered now; nil for shared or unknown names. The bitmap lists every type held for the name, also those
     /// silent for a moment (a record probed again after a conflict): an NSEC must never deny a type we hold.
+    ///
+    /// One pass over the name's records, without collecting them: this runs for every answer with a unique name.
     func uniqueTypes(of name: DNSName, interface: InterfaceName, now: UnixTime) -> (types: [DNSType], ttl: UInt32)? {
-        let answered = lookup(name, type: .any, interface: interface, now: now)
-        guard !answered.isEmpty else { return nil }
-        var records = advertisementLookup(name, type: .any, interface: interface)
-        for key in heldNames[UniqueName(interface: interface, name: name.lowercased())] ?? [] {
-            guard let host = hosts[key], !host.isWakingWhole else { continue }
-            records += host.owner.records.map(\.record).filter { $0.name.caseInsensitiveEquals(name) }
+        var answered = false
+        var types: [DNSType] = []
+        var ttl: UInt32?
+        func note(_ record: DNSRecord) -> Bool {
+            guard record.cacheFlush else { return false }
+            if !types.contains(record.type) { types.append(record.type) }
+            ttl = max(ttl ?? 0, record.ttl)
+            return true
         }
-        guard records.allSatisfy(\.cacheFlush) else { return nil }
-        return (Array(Set(records.map(\.type))).sorted(), records.map(\.ttl).max() ?? 120)
+        for record in advertisementLookup(name, type: .any, interface: interface) {
+            answered = true
+            guard note(record) else { return nil }
+        }
+        for key in heldNames[UniqueName(interface: interface, name: name.lowercased())] ?? [] {
+            guard let host = hosts[key] else { continue }
+            for held in host.owner.records where held.record.name.caseInsensitiveEquals(name) {
+                if !answered, host.answers(held.record, at: now) { answered = true }
+                // A host woken whole answers nothing, and its records say nothing about the name's types.
+                if !host.isWakingWhole, !note(held.record) { return nil }
+            }
+        }
+        guard answered else { return nil }
+        return (types.sorted(), ttl ?? 120)
     }
 
     /// RFC 6762 section 6.1: asked for a type a unique name does not have, say so with an NSEC.

@@ -13,13 +13,25 @@ public struct SleepProxyCore: Sendable {
     public private(set) var configuration: CoreConfiguration
     public internal(set) var links: [InterfaceName: Link] = [:]
     /// Every held host, with its records and what the proxy does for it.
-    var hosts: [OwnerKey: HeldHost] = [:]
+    var hosts: [OwnerKey: HeldHost] = [:] {
+        didSet { forgetAnswers() }
+    }
     /// Records held by all owners together.
     public private(set) var recordCount = 0
     /// Unique names (see `HeldRecord.claimsUniqueName`) to the owner holding them, per interface.
     private var uniqueNames: [UniqueName: OwnerKey] = [:]
     /// Every held name (folded to lower case) to the owners holding records with it, for answering queries.
-    var heldNames: [UniqueName: [OwnerKey]] = [:]
+    var heldNames: [UniqueName: [OwnerKey]] = [:] {
+        didSet { forgetAnswers() }
+    }
+    /// Answers to recent questions (see `cachedAnswer`), emptied whenever held hosts, held names or the
+    /// advertisement change in any way: a query asked again and again is looked up once.
+    var answerCache: [AnswerCacheKey: CachedAnswer] = [:]
+    static let answerCacheLimit = 4_096
+
+    mutating func forgetAnswers() {
+        if !answerCache.isEmpty { answerCache = [:] }
+    }
     /// Every held record (interface, name in lower case, type, RDATA) with how many owners hold it, so that a
     /// scheduled response or a goodbye can check in one lookup whether a record is still held.
     var heldRecords: [MulticastKey: Int] = [:]
@@ -36,7 +48,9 @@ public struct SleepProxyCore: Sendable {
     /// The earliest take-over step, record probe or wake round due, kept up to date where they change.
     var hostDeadline: UnixTime?
     /// The proxy's own `_sleep-proxy._udp` service, per interface.
-    var advertisements: [InterfaceName: Advertisement] = [:]
+    var advertisements: [InterfaceName: Advertisement] = [:] {
+        didSet { forgetAnswers() }
+    }
     /// Each owner's lease expiry (its earliest record expiry), and the same ordered by time.
     private var expiries: [OwnerKey: UnixTime] = [:]
     private var expiryQueue = ExpiryQueue()
@@ -73,6 +87,19 @@ public struct SleepProxyCore: Sendable {
         if let last = limitLog[limit], now - last < .seconds(60) { return [] }
         limitLog[limit] = now
         return [.log(.warning, "limit \(limit) reached: \(text()) (logged at most once a minute)")]
+    }
+
+    /// A question as the answer cache knows it: interface, name folded to lower case, type.
+    struct AnswerCacheKey: Hashable, Sendable {
+        var interface: InterfaceName
+        var name: DNSName
+        var type: DNSType
+    }
+
+    struct CachedAnswer: Sendable {
+        var records: [DNSRecord]
+        /// The additional records for all of `records`, once a reply needed them.
+        var additionals: [DNSRecord]?
     }
 
     struct UniqueName: Hashable, Sendable {

@@ -1,4 +1,5 @@
 import DNSWire
+import Frames
 import NetworkAddresses
 import SleepProxyCore
 import Testing
@@ -94,6 +95,48 @@ struct ResponderTests {
         #expect(reply.answers.first?.cacheFlush == false)
         #expect(reply.answers.first?.name.description == "Fanboy.local.")
         #expect(reply.additionals.allSatisfy { $0.ttl <= 10 && !$0.cacheFlush })
+    }
+
+    /// Answers are cached per question and never outlive what they were made of: asked again after a
+    /// re-registration with another address, after a wake began, and after the host was let go, the proxy answers
+    /// from what it holds now.
+    @Test func cachedAnswersFollowEveryChange() throws {
+        var harness = TakeoverTests.taken()
+        let querier = Endpoint(address: .v4(IPv4Address(10, 77, 0, 3)), port: 40_000)
+        func ask(_ name: DNSName, _ type: DNSType) throws -> DNSMessage? {
+            let actions = harness.mdns(Query.bytes(id: 7, name, type), from: querier, to: Harness.proxyIPv4)
+            return try actions.transmissions.first.map { try DNSMessage(decoding: $0.bytes) }
+        }
+        let first = try #require(try ask("sleepy.local.", .a))
+        let again = try #require(try ask("SLEEPY.local.", .a))
+        #expect(first.answers == again.answers)
+        #expect(first.answers.first?.rdata == .a(TakeoverTests.ipv4))
+        let service = try #require(try ask("sleepy._ssh._tcp.local.", .srv))
+        #expect(service.additionals.contains { $0.rdata == .a(TakeoverTests.ipv4) })
+
+        // The same owner registers again (a new sequence) with another address for its name.
+        let moved = IPv4Address(10, 77, 0, 22)
+        let registered = harness.register(
+            Update.bytes(
+                records: Update.host("sleepy", ipv4: moved),
+                owner: OwnerOption(sequence: 2, primaryMAC: TakeoverTests.sleeperMAC)))
+        #expect(registered.contains { if case .reply = $0 { true } else { false } })
+        harness.run(until: harness.now + .seconds(12))
+        let now = try #require(try ask("sleepy.local.", .a))
+        #expect(now.answers.map(\.rdata) == [.a(moved)])
+        let serviceNow = try #require(try ask("sleepy._ssh._tcp.local.", .srv))
+        #expect(serviceNow.additionals.contains { $0.rdata == .a(moved) })
+        #expect(!serviceNow.additionals.contains { $0.rdata == .a(TakeoverTests.ipv4) })
+
+        // A wake silences the whole host at once.
+        let syn = EthernetFrame.tcp(
+            TCPSegment(sourcePort: 50_000, destinationPort: 22, sequenceNumber: 1, flags: .syn),
+            sourceAddress: TakeoverTests.waker, destinationAddress: moved, source: TakeoverTests.wakerMAC,
+            destination: Harness.proxyMAC
+        ).serialized()
+        #expect(!WakeTests.wakes(harness.frame(syn)).isEmpty)
+        #expect(try ask("sleepy.local.", .a) == nil)
+        #expect(try ask("sleepy._ssh._tcp.local.", .srv) == nil)
     }
 
     @Test func unicastResponseBitIsAnsweredByUnicast() throws {
