@@ -312,22 +312,31 @@ public final class DatagramSocket: Sendable {
         from source: IPAddress? = nil,
         interfaceIndex: UInt32? = nil
     ) throws {
-        let from = source.map { " from \(Endpoint(address: $0, port: localPort))" } ?? ""
-        let what = "UDP\(from) to \(destination)"
-        for address in [destination.address] + (source.map { [$0] } ?? []) where !family.contains(address) {
-            throw DatagramSocketError.addressFamilyMismatch(send: what, socket: name, address: address, family: family)
+        // The texts of errors are built only when one is thrown: this runs for every answer.
+        let localPort = self.localPort
+        func what() -> String {
+            let from = source.map { " from \(Endpoint(address: $0, port: localPort))" } ?? ""
+            return "UDP\(from) to \(destination)"
+        }
+        if !family.contains(destination.address) {
+            throw DatagramSocketError.addressFamilyMismatch(
+                send: what(), socket: name, address: destination.address, family: family)
+        }
+        if let source, !family.contains(source) {
+            throw DatagramSocketError.addressFamilyMismatch(send: what(), socket: name, address: source, family: family)
         }
         let outgoing = interfaceIndex ?? self.interfaceIndex
         let scope = scopeID == 0 && destination.address == groupAddress ? outgoing : scopeID
-        let via =
+        func via() -> String {
             switch outgoing {
             case self.interfaceIndex: ""
             case 0: " (outgoing interface left to the kernel)"
             default: " (outgoing interface index \(outgoing))"
             }
+        }
         try state.withLock { state throws(DatagramSocketError) in
             guard state.descriptor >= 0 else {
-                throw DatagramSocketError.closed(operation: "send \(what)", socket: name)
+                throw DatagramSocketError.closed(operation: "send \(what())", socket: name)
             }
             let descriptor = state.descriptor
             let addressFamily = family.addressFamily
@@ -349,12 +358,12 @@ public final class DatagramSocket: Sendable {
                 }
             }
             if result < 0 {
-                throw DatagramSocketError.sendFailed(send: what, socket: "\(name)\(via)", errno: Int32(-result))
+                throw DatagramSocketError.sendFailed(send: what(), socket: "\(name)\(via())", errno: Int32(-result))
             }
             if result != bytes.count {
                 throw DatagramSocketError.sendFailed(
-                    send: what,
-                    socket: "\(name)\(via)",
+                    send: what(),
+                    socket: "\(name)\(via())",
                     problem: "only \(result) of \(bytes.count) bytes were sent"
                 )
             }
