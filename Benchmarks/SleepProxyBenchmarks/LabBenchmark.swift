@@ -121,6 +121,9 @@ func startLabDaemon(_ lab: Lab, advertise: Bool = false) async throws -> LabProc
 struct AnswerFigures {
     var qps: Double
     var lostPercent: Double
+    /// The responder's CPU time (user and system) per answer under full load: its capacity, whatever the load
+    /// generator, which shares the machine, manages to send.
+    var cpuMicrosecondsPerAnswer: Double?
     var loadP99Microseconds: Double?
     var pacedP99Microseconds: Double?
     var pacedP50Microseconds: Double?
@@ -137,16 +140,20 @@ func microseconds(_ value: Double?) -> String {
 
 /// dnsperf from the waker at `server`: at full load (128 outstanding) for `seconds`, then paced at 1,000 queries
 /// a second for `pacedSeconds`.
-func measureAnswers(_ lab: Lab, server: String, file: String, seconds: Int, pacedSeconds: Int) async throws
-    -> AnswerFigures
-{
+func measureAnswers(
+    _ lab: Lab, server: String, file: String, seconds: Int, pacedSeconds: Int, responder: Int32
+) async throws -> AnswerFigures {
+    let cpuBefore = processCPUSeconds(responder)
     let load = try await dnsperf(lab, server: server, file: file, seconds: seconds, extra: ["-q", "128", "-c", "1"])
+    let cpu = processCPUSeconds(responder) - cpuBefore
+    let answered = load.qps * Double(seconds)
     let paced = try await dnsperf(
         lab, server: server, file: file, seconds: pacedSeconds, extra: ["-q", "16", "-Q", "1000"])
     let loadSorted = load.latencies.sorted()
     let pacedSorted = paced.latencies.sorted()
     return AnswerFigures(
         qps: load.qps, lostPercent: load.lostPercent,
+        cpuMicrosecondsPerAnswer: answered > 0 && cpu.isFinite ? cpu * 1e6 / answered : nil,
         loadP99Microseconds: percentile(loadSorted, 0.99).map { $0 * 1e6 },
         pacedP99Microseconds: percentile(pacedSorted, 0.99).map { $0 * 1e6 },
         pacedP50Microseconds: percentile(pacedSorted, 0.50).map { $0 * 1e6 })
@@ -220,7 +227,7 @@ func runMDNSComparison(seconds: Int = 10) async throws {
         try register(profile, in: lab)
         try await waitForTakeovers(daemon, count: profile.count, limit: .seconds(20))
         let ours = try await measureAnswers(
-            lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: seconds)
+            lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: seconds, responder: daemon.pid)
         daemon.signal(SIGTERM)
         _ = daemon.wait(timeout: .seconds(10))
 
@@ -232,7 +239,8 @@ func runMDNSComparison(seconds: Int = 10) async throws {
             on: .proxy, hostName: "proxy", services: services, staticHosts: hosts,
             configuration: ["server": ["ratelimit-interval-usec": "0", "ratelimit-burst": "0"]])
         let theirs = try await measureAnswers(
-            lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: seconds)
+            lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: seconds,
+            responder: unlimited.daemon.pid)
         await unlimited.stop(graceful: true)
         let throttled = try await lab.startAvahi(on: .proxy, hostName: "proxy", services: services, staticHosts: hosts)
         let limited = try await dnsperf(
@@ -252,6 +260,12 @@ func runMDNSComparison(seconds: Int = 10) async throws {
         print("avahi_mdns_paced_p99_us: \(microseconds(theirs.pacedP99Microseconds))")
         print("avahi_mdns_qps_with_debian_rate_limit: \(Int(limited.qps))")
         print("mdns_qps_vs_avahi: \(theirs.qps > 0 ? String(format: "%.2f", ours.qps / theirs.qps) : "n/a")")
+        print("mdns_cpu_us_per_answer: \(String(format: "%.2f", ours.cpuMicrosecondsPerAnswer ?? .nan))")
+        print("avahi_mdns_cpu_us_per_answer: \(String(format: "%.2f", theirs.cpuMicrosecondsPerAnswer ?? .nan))")
+        if let mine = ours.cpuMicrosecondsPerAnswer, let avahi = theirs.cpuMicrosecondsPerAnswer, mine > 0 {
+            // Answers per CPU second, ours over avahi's: the ratio a machine with a core to spare would see.
+            print("mdns_capacity_vs_avahi: \(String(format: "%.2f", avahi / mine))")
+        }
     }
 }
 
@@ -295,9 +309,13 @@ func runScaling(counts: [Int] = [10, 1_000, 10_000], seconds: Int = 5) async thr
             let idle = (processCPUSeconds(daemon.pid) - cpuBefore) * 1000 * 60 / idleSeconds
 
             let answers = try await measureAnswers(
-                lab, server: lab.host(.proxy).ipv4, file: file, seconds: seconds, pacedSeconds: seconds)
+                lab, server: lab.host(.proxy).ipv4, file: file, seconds: seconds, pacedSeconds: seconds,
+                responder: daemon.pid)
             let wakes = try await measureWakes(lab, profile: profile, wakes: 100)
             print("scaling_\(count)_hosts_mdns_qps: \(Int(answers.qps))")
+            print(
+                "scaling_\(count)_hosts_mdns_cpu_us_per_answer: \(String(format: "%.2f", answers.cpuMicrosecondsPerAnswer ?? .nan))"
+            )
             print("scaling_\(count)_hosts_mdns_latency_p99_us: \(microseconds(answers.loadP99Microseconds))")
             print("scaling_\(count)_hosts_mdns_paced_p99_us: \(microseconds(answers.pacedP99Microseconds))")
             print("scaling_\(count)_hosts_wake_p50_us: \(microseconds(percentile(wakes, 0.5)))")
