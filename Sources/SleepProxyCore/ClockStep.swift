@@ -52,7 +52,7 @@ extension SleepProxyCore {
             advertisements[interface] = copy
         }
         refusalLog.windowStart = moved(refusalLog.windowStart)
-        refreshHostDeadline()
+        refreshAllHostDeadlines()
         let seconds = step.components.seconds
         actions.append(
             .log(

@@ -17,7 +17,7 @@ extension SleepProxyCore {
         }
         links[interface] = nil
         pendingResponses.removeAll { $0.interface == interface }
-        refreshHostDeadline()
+        refreshAllHostDeadlines()
         return actions
     }
 

@@ -133,11 +133,11 @@ extension SleepProxyCore {
     func isAnswered(_ record: DNSRecord, interface: InterfaceName, now: UnixTime) -> Bool {
         if record.type == .nsec, uniqueTypes(of: record.name, interface: interface, now: now) != nil { return true }
         let name = record.name.lowercased()
-        if heldRecords[Self.recordKey(record, lowercasedName: name, interface: interface)] != nil {
-            return heldNames[UniqueName(interface: interface, name: name)]?.contains { key in
+        if let holders = heldRecords[Self.recordKey(record, lowercasedName: name, interface: interface)] {
+            return holders.contains { key in
                 guard let host = hosts[key], host.answers(record, at: now) else { return false }
                 return host.owner.records.contains { $0.record == record }
-            } == true
+            }
         }
         return advertisementLookup(record.name, type: record.type, interface: interface).contains(record)
     }
@@ -152,7 +152,8 @@ extension SleepProxyCore {
     mutating func goodbyes(for records: [DNSRecord], interface: InterfaceName, holderCount: Int = 0) -> [Action] {
         let leaving = records.filter { record in
             let held =
-                heldRecords[Self.recordKey(record, lowercasedName: record.name.lowercased(), interface: interface)] ?? 0
+                heldRecords[Self.recordKey(record, lowercasedName: record.name.lowercased(), interface: interface)]?
+                .count ?? 0
             return held <= holderCount
                 && !advertisementLookup(record.name, type: record.type, interface: interface).contains {
                     HeldRecord.identical($0, record)

@@ -13,9 +13,15 @@ public struct SleepProxyCore: Sendable {
     public private(set) var configuration: CoreConfiguration
     public internal(set) var links: [InterfaceName: Link] = [:]
     /// Every held host, with its records and what the proxy does for it.
-    var hosts: [OwnerKey: HeldHost] = [:] {
+    var hosts = HostTable() {
         didSet { forgetAnswers() }
     }
+    /// Each host's earliest take-over step, keepalive, probe end or wake round (on a served link), and the same
+    /// ordered by time: `hostDeadline` is the first of them.
+    private var hostSteps: [OwnerKey: UnixTime] = [:]
+    /// While set (during a restore), interfaces whose held addresses changed, announced once at the end.
+    var deferredAddressChanges: Set<InterfaceName>?
+    private var hostStepQueue = ExpiryQueue()
     /// Records held by all owners together.
     public private(set) var recordCount = 0
     /// Unique names (see `HeldRecord.claimsUniqueName`) to the owner holding them, per interface.
@@ -32,9 +38,10 @@ public struct SleepProxyCore: Sendable {
     mutating func forgetAnswers() {
         if !answerCache.isEmpty { answerCache = [:] }
     }
-    /// Every held record (interface, name in lower case, type, RDATA) with how many owners hold it, so that a
-    /// scheduled response or a goodbye can check in one lookup whether a record is still held.
-    var heldRecords: [MulticastKey: Int] = [:]
+    /// Every held record (interface, name in lower case, type, RDATA) with the owners holding it (once per copy),
+    /// so that a scheduled response or a goodbye checks in one lookup whether a record is still held and by whom,
+    /// however many hosts share its name (`_ssh._tcp.local.` is held by every host with ssh).
+    var heldRecords: [MulticastKey: [OwnerKey]] = [:]
     /// Held addresses to their owner, for the per-packet check.
     var heldAddresses: [NeighbourKey: OwnerKey] = [:]
     /// Held addresses per solicited-node group: two addresses can share one, joined once.
@@ -151,6 +158,9 @@ public struct SleepProxyCore: Sendable {
     /// are probed before their addresses are claimed: some may have woken while the proxy was down.
     public mutating func restore(_ saved: [Owner], now: UnixTime) -> [Action] {
         var actions: [Action] = []
+        // One list of held addresses per interface at the end, not one per host (each as long as all of them).
+        deferredAddressChanges = []
+        defer { deferredAddressChanges = nil }
         let latest = now + .seconds(Int64(configuration.maximumLease))
         for var owner in saved.sorted(by: { $0.key < $1.key }) {
             guard let expiry = owner.expiresAt, expiry > now else {
@@ -183,6 +193,9 @@ public struct SleepProxyCore: Sendable {
             actions += updateTakeovers(of: owner.key, now: now)
         }
         refreshHostDeadline()
+        for interface in (deferredAddressChanges ?? []).sorted() {
+            actions.append(.proxiedAddressesChanged(interface, proxiedAddresses(on: interface)))
+        }
         actions.append(.log(.info, "restore: holding \(hosts.count) owners with \(recordCount) records"))
         return actions
     }
@@ -217,7 +230,8 @@ public struct SleepProxyCore: Sendable {
     mutating func advanceHosts(now: UnixTime) -> [Action] {
         guard let deadline = hostDeadline, deadline <= now else { return [] }
         var actions: [Action] = []
-        for key in hosts.keys.sorted() {
+        // Only the hosts with a step due: with thousands held, most have nothing to do at any moment.
+        for key in hostSteps.compactMap({ $0.value <= now ? $0.key : nil }).sorted() {
             actions += advanceTakeovers(of: key, now: now)
             actions += advanceKeepalives(of: key, now: now)
             settleProbes(of: key, now: now)
@@ -228,21 +242,26 @@ public struct SleepProxyCore: Sendable {
     }
 
     mutating func refreshHostDeadline() {
-        var earliest: UnixTime?
-        func consider(_ time: UnixTime?) {
-            if let time, earliest.map({ time < $0 }) ?? true { earliest = time }
+        for key in hosts.takeChanged() {
+            let step = hosts[key].flatMap { links[key.interface] != nil ? $0.nextStep : nil }
+            guard hostSteps[key] != step else { continue }
+            hostSteps[key] = step
+            if let step { hostStepQueue.push(key, at: step) }
         }
-        // Only hosts on a served link step (a step due elsewhere could never be taken).
+        if hostStepQueue.count > 4 * hostSteps.count + 64 { hostStepQueue.compact(current: hostSteps) }
+        hostStepQueue.dropStale { hostSteps[$0] }
+        hostDeadline = hostStepQueue.first?.time
+    }
+
+    /// The same after a change that concerns every host (a link served or not any more, a clock step).
+    mutating func refreshAllHostDeadlines() {
+        hostSteps = [:]
+        _ = hosts.takeChanged()
         for host in hosts.values where links[host.key.interface] != nil {
-            // A host woken as a whole sends no probe or announcement: its take-overs wait.
-            if !host.isWakingWhole {
-                for takeover in host.takeovers.values { consider(takeover.next) }
-                for kept in host.keepalives.values { consider(kept.nextSend) }
-            }
-            for probe in host.probes.values { consider(probe.settledAt) }
-            consider(host.wake?.next)
+            if let step = host.nextStep { hostSteps[host.key] = step }
         }
-        hostDeadline = earliest
+        hostStepQueue.compact(current: hostSteps)
+        hostDeadline = hostStepQueue.first?.time
     }
 
     /// Ends the leases due by `now`. Apple's proxy wakes a host whose lease ends (PROTOCOL.md section 3.7); the
@@ -303,7 +322,9 @@ public struct SleepProxyCore: Sendable {
             let name = held.record.name.lowercased()
             names.insert(UniqueName(interface: owner.key.interface, name: name))
             heldRecords[
-                Self.recordKey(held.record, lowercasedName: name, interface: owner.key.interface), default: 0] += 1
+                Self.recordKey(held.record, lowercasedName: name, interface: owner.key.interface), default: []
+            ]
+            .append(owner.key)
         }
         for name in names {
             heldNames[name, default: []].append(owner.key)
@@ -331,10 +352,9 @@ public struct SleepProxyCore: Sendable {
             let name = held.record.name.lowercased()
             names.insert(UniqueName(interface: key.interface, name: name))
             let recordKey = Self.recordKey(held.record, lowercasedName: name, interface: key.interface)
-            if let count = heldRecords[recordKey], count > 1 {
-                heldRecords[recordKey] = count - 1
-            } else {
-                heldRecords[recordKey] = nil
+            if let index = heldRecords[recordKey]?.firstIndex(of: key) {
+                heldRecords[recordKey]?.remove(at: index)
+                if heldRecords[recordKey]?.isEmpty == true { heldRecords[recordKey] = nil }
             }
         }
         for name in names {

@@ -86,7 +86,11 @@ extension SleepProxyCore {
         hosts[key]?.takeovers = current
         refreshHostDeadline()
         if !wanted.isEmpty || !actions.isEmpty {
-            actions.append(.proxiedAddressesChanged(key.interface, proxiedAddresses(on: key.interface)))
+            if deferredAddressChanges != nil {
+                deferredAddressChanges?.insert(key.interface)
+            } else {
+                actions.append(.proxiedAddressesChanged(key.interface, proxiedAddresses(on: key.interface)))
+            }
         }
         // The connections kept alive follow the records too.
         actions += updateKeepalives(of: key, now: now)

@@ -1,0 +1,58 @@
+/// The held hosts by owner, as a dictionary that remembers which hosts changed since `takeChanged()`, so that
+/// the earliest step of all hosts (`SleepProxyCore.hostDeadline`) is brought up to date from those hosts alone,
+/// not from every host after every packet.
+struct HostTable: Sendable {
+    private(set) var storage: [OwnerKey: HeldHost] = [:]
+    private var changed: Set<OwnerKey> = []
+
+    subscript(key: OwnerKey) -> HeldHost? {
+        get { storage[key] }
+        set {
+            storage[key] = newValue
+            changed.insert(key)
+        }
+        _modify {
+            changed.insert(key)
+            yield &storage[key]
+        }
+    }
+
+    @discardableResult
+    mutating func removeValue(forKey key: OwnerKey) -> HeldHost? {
+        changed.insert(key)
+        return storage.removeValue(forKey: key)
+    }
+
+    var keys: Dictionary<OwnerKey, HeldHost>.Keys { storage.keys }
+    var values: Dictionary<OwnerKey, HeldHost>.Values { storage.values }
+    var count: Int { storage.count }
+    var isEmpty: Bool { storage.isEmpty }
+
+    func mapValues<T>(_ transform: (HeldHost) throws -> T) rethrows -> [OwnerKey: T] {
+        try storage.mapValues(transform)
+    }
+
+    /// The hosts changed (or removed) since the last call.
+    mutating func takeChanged() -> Set<OwnerKey> {
+        defer { changed.removeAll(keepingCapacity: true) }
+        return changed
+    }
+}
+
+extension HeldHost {
+    /// The earliest moment something is due for this host: a take-over step or keepalive (not while the whole
+    /// host is being woken: they wait), the end of a record probe, a wake round.
+    var nextStep: UnixTime? {
+        var earliest: UnixTime?
+        func consider(_ time: UnixTime?) {
+            if let time, earliest.map({ time < $0 }) ?? true { earliest = time }
+        }
+        if !isWakingWhole {
+            for takeover in takeovers.values { consider(takeover.next) }
+            for kept in keepalives.values { consider(kept.nextSend) }
+        }
+        for probe in probes.values { consider(probe.settledAt) }
+        consider(wake?.next)
+        return earliest
+    }
+}
