@@ -3,7 +3,7 @@
 #   sudo make run     install what is missing, build, run the daemon on the default route's interface
 #   sudo make test    formatter lint, unit check, warning-free build, every test (lab tests need root), install
 #                     check, short fuzz runs
-#   make bench        benchmarks (release build), printing `figure: value` lines
+#   sudo make bench   benchmarks (release build, lab), `figure: value` lines; BENCH="mdns wake" runs some by name
 #   sudo make flood   hostile traffic against the daemon in the lab for FLOOD_SECONDS (default 60), with figures
 #   make fuzz         long fuzz runs (FUZZ_SECONDS each, default 3600)
 #   sudo make install    release build; daemon, CLI, systemd unit, sysusers file, sample config, completions
@@ -81,8 +81,9 @@ fuzz: deps
 bench: deps
 	@command -v dnsperf >/dev/null || { [ "$$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsperf; } \
 		|| echo "bench: dnsperf is missing; the mdns benchmark will say so and skip"
-	$(SWIFT) build -c release --product SleepProxyBenchmarks --product sleepproxyd
-	.build/release/SleepProxyBenchmarks
+	$(SWIFT) build -c release --product sleepproxyd
+	$(SWIFT) build -c release --product SleepProxyBenchmarks
+	stdbuf -oL .build/release/SleepProxyBenchmarks $(BENCH)
 
 # The flood benchmark (root, python3): the release daemon in the lab, hostile traffic from one host while another
 # registers, resolves, queries and wakes a sleeper. Figures as `flood_...: value` lines. FLOOD_BUILD_FLAGS adds
