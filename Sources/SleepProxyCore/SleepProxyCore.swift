@@ -44,6 +44,9 @@ public struct SleepProxyCore: Sendable {
     var heldRecords: [MulticastKey: [OwnerKey]] = [:]
     /// Held addresses to their owner, for the per-packet check.
     var heldAddresses: [NeighbourKey: OwnerKey] = [:]
+    /// The same addresses per interface, sorted: the list the capture watches, kept up to date as addresses
+    /// come and go rather than sorted again for every registration.
+    var proxiedLists: [InterfaceName: [IPAddress]] = [:]
     /// Held addresses per solicited-node group: two addresses can share one, joined once.
     var groupUsers: [GroupKey: Int] = [:]
     /// Multicast responses and announcements waiting for their time (random delays, the second announcement).

@@ -77,15 +77,20 @@ extension SleepProxyCore {
             let held = NeighbourKey(interface: key.interface, address: address)
             // An address another owner already holds stays with it (a name hijack was refused already).
             if let other = heldAddresses[held], other != key { continue }
-            heldAddresses[held] = key
+            if heldAddresses.updateValue(key, forKey: held) == nil {
+                proxiedLists[key.interface, default: []].insertSorted(address)
+            }
             current[address] = AddressTakeover(phase: .probing(sent: 0), next: now + TakeoverTiming.firstProbe)
             if case .v6(let v6) = address {
                 actions += joinGroup(v6.solicitedNodeGroup, on: key.interface)
             }
         }
+        let changed = current.count != host.takeovers.count || current.keys.contains { host.takeovers[$0] == nil }
         hosts[key]?.takeovers = current
         refreshHostDeadline()
-        if !wanted.isEmpty || !actions.isEmpty {
+        // The list of all held addresses on the interface, only when this host's share of it changed: with
+        // thousands held, a renewal must not cost a list of all of them.
+        if changed {
             if deferredAddressChanges != nil {
                 deferredAddressChanges?.insert(key.interface)
             } else {
@@ -122,7 +127,11 @@ extension SleepProxyCore {
     private mutating func stopTakeover(of address: IPAddress, key: OwnerKey) -> [Action] {
         var actions: [Action] = []
         let held = NeighbourKey(interface: key.interface, address: address)
-        if heldAddresses[held] == key { heldAddresses[held] = nil }
+        if heldAddresses[held] == key {
+            heldAddresses[held] = nil
+            proxiedLists[key.interface]?.removeSorted(address)
+            if proxiedLists[key.interface]?.isEmpty == true { proxiedLists[key.interface] = nil }
+        }
         if case .v6(let v6) = address { actions += leaveGroup(v6.solicitedNodeGroup, on: key.interface) }
         if hosts[key]?.neighbourEntries.remove(address) != nil {
             actions.append(.removeNeighbour(key.interface, address))
@@ -151,7 +160,7 @@ extension SleepProxyCore {
 
     /// The addresses the proxy holds on `interface`: what the capture must watch.
     public func proxiedAddresses(on interface: InterfaceName) -> [IPAddress] {
-        heldAddresses.keys.filter { $0.interface == interface }.map(\.address).sorted()
+        proxiedLists[interface] ?? []
     }
 
     /// The owner holding `address` on `interface`, if any: one lookup, for every captured packet.
@@ -405,4 +414,28 @@ struct GroupKey: Hashable, Sendable {
 struct NeighbourKey: Hashable, Sendable {
     var interface: InterfaceName
     var address: IPAddress
+}
+
+extension Array where Element: Comparable {
+    /// The index of the first element not below `value` (binary search; the array is sorted).
+    func sortedIndex(of value: Element) -> Int {
+        var low = 0
+        var high = count
+        while low < high {
+            let middle = (low + high) / 2
+            if self[middle] < value { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    /// Inserts `value` where it keeps the array sorted.
+    mutating func insertSorted(_ value: Element) {
+        insert(value, at: sortedIndex(of: value))
+    }
+
+    /// Removes one `value`, if the sorted array holds it.
+    mutating func removeSorted(_ value: Element) {
+        let index = sortedIndex(of: value)
+        if index < count, self[index] == value { remove(at: index) }
+    }
 }

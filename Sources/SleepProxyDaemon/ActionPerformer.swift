@@ -49,8 +49,16 @@ public struct ActionPerformer {
     public func perform(_ actions: [Action]) -> Bool {
         var changes: [StoreChange] = []
         var afterCommit = false
-        for action in actions {
+        // Each list of held addresses is complete: of several for one interface in a batch, the last is enough
+        // (each would rebuild the capture filter).
+        var lastWatch: [InterfaceName: Int] = [:]
+        for (index, action) in actions.enumerated() {
+            if case .proxiedAddressesChanged(let interface, _) = action { lastWatch[interface] = index }
+        }
+        for (index, action) in actions.enumerated() {
             switch action {
+            case .proxiedAddressesChanged(let interface, _) where lastWatch[interface] != index:
+                continue
             case .store(let change):
                 changes.append(change)
                 afterCommit = true

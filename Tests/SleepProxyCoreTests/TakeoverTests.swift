@@ -48,6 +48,41 @@ struct TakeoverTests {
         ).serialized()
     }
 
+    /// The list of held addresses the capture watches stays sorted and complete as hosts come and go, in
+    /// whatever order they register, and each list in an action is the whole of it.
+    @Test func theWatchedListFollowsEveryHost() throws {
+        var harness = Harness()
+        let addresses: [IPv4Address] = [
+            IPv4Address(10, 77, 0, 40), IPv4Address(10, 77, 0, 12), IPv4Address(10, 77, 0, 31),
+        ]
+        var lastList: [IPAddress] = []
+        for (index, address) in addresses.enumerated() {
+            let actions = harness.register(
+                Update.bytes(
+                    records: Update.host("host\(index)", ipv4: address),
+                    owner: OwnerOption(sequence: 1, primaryMAC: MACAddress(0x02, 0x55, 0, 0, 0, UInt8(index + 1)))))
+            for case .proxiedAddressesChanged("eth0", let list) in actions { lastList = list }
+        }
+        let all = addresses.map { IPAddress.v4($0) }.sorted()
+        #expect(lastList == all)
+        #expect(harness.core.proxiedAddresses(on: "eth0") == all)
+
+        // The same host registering again with the same address changes nothing on the list.
+        let again = harness.register(
+            Update.bytes(
+                records: Update.host("host0", ipv4: addresses[0]),
+                owner: OwnerOption(sequence: 2, primaryMAC: MACAddress(0x02, 0x55, 0, 0, 0, 1))))
+        #expect(!again.contains { if case .proxiedAddressesChanged = $0 { true } else { false } })
+        // Moving to another address replaces it in the list.
+        let moved = harness.register(
+            Update.bytes(
+                records: Update.host("host0", ipv4: IPv4Address(10, 77, 0, 5)),
+                owner: OwnerOption(sequence: 3, primaryMAC: MACAddress(0x02, 0x55, 0, 0, 0, 1))))
+        let expected = ([IPv4Address(10, 77, 0, 5)] + addresses.dropFirst()).map { IPAddress.v4($0) }.sorted()
+        #expect(moved.contains { if case .proxiedAddressesChanged("eth0", expected) = $0 { true } else { false } })
+        #expect(harness.core.proxiedAddresses(on: "eth0") == expected)
+    }
+
     @Test func probesThenAnnouncesOnApplesSchedule() throws {
         var (harness, first) = Self.registering()
         let start = harness.now

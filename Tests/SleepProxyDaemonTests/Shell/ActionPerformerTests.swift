@@ -115,6 +115,25 @@ import Testing
             ])
     }
 
+    /// Each list of held addresses is complete: of several for one interface in a batch (one per registration),
+    /// only the last rebuilds the capture filter; another interface's list is kept.
+    @Test func onlyTheLastListOfHeldAddressesPerInterfaceIsWatched() {
+        let journal = Journal()
+        let store = RecordingStore(journal: journal)
+        let effects = [
+            "eth0": RecordingEffects(journal: journal, name: "eth0"),
+            "vlan20": RecordingEffects(journal: journal, name: "vlan20"),
+        ]
+        let actions: [Action] = [
+            .proxiedAddressesChanged("eth0", [IPAddress("10.0.0.9")!]),
+            .proxiedAddressesChanged("vlan20", [IPAddress("10.1.0.9")!]),
+            .injectFrame("eth0", [1]),
+            .proxiedAddressesChanged("eth0", [IPAddress("10.0.0.9")!, IPAddress("10.0.0.10")!]),
+        ]
+        #expect(performer(journal, store: store, effects: effects).perform(actions))
+        #expect(journal.entries == ["vlan20 watch 10.1.0.9", "eth0 inject 1", "eth0 watch 10.0.0.9,10.0.0.10"])
+    }
+
     @Test func aFailingSendDoesNotStopTheActionsAfterIt() {
         let journal = Journal()
         let store = RecordingStore(journal: journal)
