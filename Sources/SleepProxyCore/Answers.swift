@@ -47,25 +47,13 @@ extension SleepProxyCore {
     /// that a host inventing source addresses still has one allowance. Entries whose allowance is full again are
     /// forgotten when a table grows, so it stays as small as the set of busy queriers.
     mutating func admitQuery(from source: IPAddress, mac: MACAddress?, now: UnixTime) -> Bool {
-        let rate = configuration.queryRate
-        var bucket = queryBuckets[source] ?? TokenBucket(rate: rate, now: now)
-        guard bucket.take(rate, now: now) else {
-            queryBuckets[source] = bucket
-            return false
-        }
-        queryBuckets[source] = bucket
-        if queryBuckets.count > Self.registrationSourcesKept {
-            queryBuckets = queryBuckets.filter { !$0.value.isFull(rate, now: now) }
-        }
+        let kept = Self.registrationSourcesKept
+        guard
+            TokenBucket.take(source, in: &queryBuckets, rate: configuration.queryRate, now: now, kept: kept).allowed
+        else { return false }
         guard let mac else { return true }
-        let macRate = configuration.queryRatePerMAC
-        var macBucket = queryMACBuckets[mac] ?? TokenBucket(rate: macRate, now: now)
-        let allowed = macBucket.take(macRate, now: now)
-        queryMACBuckets[mac] = macBucket
-        if queryMACBuckets.count > Self.registrationSourcesKept {
-            queryMACBuckets = queryMACBuckets.filter { !$0.value.isFull(macRate, now: now) }
-        }
-        return allowed
+        return TokenBucket.take(mac, in: &queryMACBuckets, rate: configuration.queryRatePerMAC, now: now, kept: kept)
+            .allowed
     }
 
     /// The MAC that sent `packet`, unless it is this host's own on that interface: programs here (an

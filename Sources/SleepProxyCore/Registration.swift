@@ -211,11 +211,9 @@ extension SleepProxyCore {
         }
         let source = datagram.source.address
         let rate = configuration.registrationRate
-        var bucket = registrationBuckets[source] ?? TokenBucket(rate: rate, now: now)
-        let allowed = bucket.take(rate, now: now)
-        registrationBuckets[source] = bucket
-        if registrationBuckets.count > Self.registrationSourcesKept {
-            registrationBuckets = registrationBuckets.filter { !$0.value.isFull(rate, now: now) }
+        let (allowed, pruned) = TokenBucket.take(
+            source, in: &registrationBuckets, rate: rate, now: now, kept: Self.registrationSourcesKept)
+        if pruned {
             rateLimitRecorded = rateLimitRecorded.filter { now - $0.value < .seconds(60) }
             refusalEvents = refusalEvents.filter { now - $0.value.windowStart < .seconds(60) }
         }
