@@ -10,74 +10,8 @@ import TestLab
     import Glibc
 #endif
 
-/// The daemon in a lab, for the take-over benchmarks: started, and its log readable.
-func startBenchmarkDaemon(_ lab: Lab) async throws -> LabProcess? {
-    let daemonPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        .appendingPathComponent("sleepproxyd").path
-    guard FileManager.default.isExecutableFile(atPath: daemonPath) else {
-        print("benchmark skipped: build sleepproxyd first (swift build -c release)")
-        return nil
-    }
-    let daemon = try lab.spawn(
-        .proxy,
-        [
-            daemonPath, "--config", try capacityConfig(in: lab), "--interface", "eth0", "--state-dir",
-            lab.workDirectory + "/state", "--registration-port", "5354", "--maximum-records", "100000", "--log-level",
-            "info", "--no-advertise",
-        ])
-    _ = try await eventually("sleepproxyd to start", within: .seconds(10)) {
-        daemon.stderr.contains("registrations on UDP port") ? true : nil
-    }
-    return daemon
-}
-
-/// Registers one host per address, each with ssh, from the sleeper's address; MACs 02:44:00:00:hi:lo.
-func registerHosts(_ lab: Lab, addresses: [IPAddress]) throws {
-    let client = try lab.withNamespace(.sleeper) { try DatagramSocket(family: .ipv4, interface: "eth0", port: 0) }
-    defer { client.close() }
-    let proxy = Endpoint(address: IPAddress(lab.host(.proxy).ipv4)!, port: 5354)
-    let source = IPAddress(lab.host(.sleeper).ipv4)!
-    var outstanding = 0
-    for (index, address) in addresses.enumerated() {
-        let host = try DNSName(labels: ["bench\(index)", "local"])
-        let instance = try DNSName(labels: ["bench\(index)", "_ssh", "_tcp", "local"])
-        let records: [DNSRecord] = [
-            DNSRecord(name: ReverseMapping.name(of: address), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
-            DNSRecord(name: instance, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 22, target: host))),
-            DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
-        ]
-        let bytes = try DNSMessage(
-            id: UInt16(truncatingIfNeeded: index + 1), flags: DNSFlags(response: false, opcode: .update),
-            authorities: records,
-            additionals: [
-                .opt(
-                    EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
-                    options: [
-                        .updateLease(UpdateLease(lease: 7200)),
-                        .owner(OwnerOption(sequence: 1, primaryMAC: benchmarkMAC(index))),
-                    ])
-            ]
-        ).encoded(compression: .exceptSRVTargets)
-        try client.send(bytes, to: proxy, scopeID: 0, from: source, interfaceIndex: 0)
-        outstanding += 1
-        // Keep a window of 32 registrations in flight.
-        while outstanding >= 32 || (index == addresses.count - 1 && outstanding > 0) {
-            if try client.receive() != nil {
-                outstanding -= 1
-            } else {
-                var descriptor = pollfd(fd: client.fileDescriptor, events: Int16(POLLIN), revents: 0)
-                guard poll(&descriptor, 1, 15_000) > 0 else { throw TimeoutError("registrations went unanswered") }
-            }
-        }
-    }
-}
-
 func durationSeconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-}
-
-func benchmarkMAC(_ index: Int) -> MACAddress {
-    MACAddress(0x02, 0x44, 0, 0, UInt8(index >> 8 & 0xFF), UInt8(index & 0xFF))
 }
 
 func synFrame(from lab: Lab, to address: IPAddress, sourcePort: UInt16) -> [UInt8] {
@@ -107,14 +41,12 @@ func runCaptureCapacityBenchmark(held: Int = 4_096, rate: Int = 10_000, seconds:
         return
     }
     try await Lab.withLab { lab in
-        guard let daemon = try await startBenchmarkDaemon(lab) else { return }
-        let addresses = (0..<held).map {
-            IPAddress.v6(IPv6Address(high: 0xFD77_0000_0000_0000, low: 0x1_0000 + UInt64($0)))
-        }
+        let daemon = try await startLabDaemon(lab)
+        let profile = HeldHostsProfile(count: held)
         let clock = ContinuousClock()
         let registrationStart = clock.now
         do {
-            try registerHosts(lab, addresses: addresses)
+            try register(profile, in: lab)
         } catch {
             let saved = "/tmp/sleepproxy-capture-benchmark-daemon.log"
             try? daemon.stderr.write(toFile: saved, atomically: true, encoding: .utf8)
@@ -134,7 +66,7 @@ func runCaptureCapacityBenchmark(held: Int = 4_096, rate: Int = 10_000, seconds:
             let stranger = IPAddress.v6(IPv6Address(high: 0xFD77_0000_0000_0000, low: 0x9_0000 + UInt64(index)))
             flood.append(synFrame(from: lab, to: stranger, sourcePort: UInt16(20_000 + index)))
         }
-        let heldTarget = addresses[held / 2]
+        let heldTarget = IPAddress.v6(profile.ipv6(held / 2))
         let batch = max(1, rate / 100)
         var sent = 0
         let start = clock.now
