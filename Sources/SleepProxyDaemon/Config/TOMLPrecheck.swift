@@ -106,6 +106,15 @@ struct TOMLPrecheck {
         case " ", "\t":
             index += 1
             expecting = .value
+        default:
+            try valueStart(character)
+        }
+    }
+
+    /// A value begins at `character` (after `=` or in an array): a string, an array, an inline table or a bare
+    /// value. A terminator where the value should be is left for toml++ to report.
+    private mutating func valueStart(_ character: Unicode.Scalar) throws(Problem) {
+        switch character {
         case "\"", "'": skipString()
         case "[":
             open.append("[")
@@ -115,7 +124,7 @@ struct TOMLPrecheck {
             open.append("{")
             index += 1
         case _ where Self.isValueTerminator(character):
-            break  // toml++ reports the missing value
+            break
         default:
             try bareValue()
         }
@@ -135,18 +144,8 @@ struct TOMLPrecheck {
         case "]":
             if open.last == "[" { open.removeLast() }
             index += 1
-        case "\"", "'": skipString()
-        case "[":
-            open.append("[")
-            index += 1
-            expecting = .element
-        case "{":
-            open.append("{")
-            index += 1
-        case _ where Self.isValueTerminator(character):
-            break  // toml++ reports the stray character
         default:
-            try bareValue()
+            try valueStart(character)
         }
     }
 
