@@ -129,13 +129,19 @@ struct LimitsTests {
         #expect(!sent.transmissions.isEmpty)
     }
 
-    /// A querier asking too fast goes unanswered beyond its burst, others are answered; one line a minute.
-    @Test func eachQuerierHasItsRate() throws {
+    /// One host held and announced, queries limited to `queryRate`.
+    static func holdingOneHost(queryRate: Rate) -> Harness {
         var configuration = CoreConfiguration()
-        configuration.queryRate = Rate(perSecond: 10, burst: 5)
+        configuration.queryRate = queryRate
         var harness = Harness(configuration: configuration)
         harness.register(Self.registration(1))
         harness.run(until: harness.now + .seconds(5))
+        return harness
+    }
+
+    /// A querier asking too fast goes unanswered beyond its burst, others are answered; one line a minute.
+    @Test func eachQuerierHasItsRate() throws {
+        var harness = Self.holdingOneHost(queryRate: Rate(perSecond: 10, burst: 5))
         let query = Query.bytes("host1.local.", .a, unicast: true)
         let flooder = Endpoint(address: .v4(IPv4Address(10, 77, 0, 66)), port: 5353)
         var answered = 0
@@ -154,11 +160,7 @@ struct LimitsTests {
     /// A host inventing source addresses: each address has its own allowance, but its MAC has four times one
     /// for all of them together. Programs on the proxy's own host (its MAC) are not counted together.
     @Test func oneMACHasOneAllowanceForAllItsAddresses() throws {
-        var configuration = CoreConfiguration()
-        configuration.queryRate = Rate(perSecond: 10, burst: 5)
-        var harness = Harness(configuration: configuration)
-        harness.register(Self.registration(1))
-        harness.run(until: harness.now + .seconds(5))
+        var harness = Self.holdingOneHost(queryRate: Rate(perSecond: 10, burst: 5))
         let query = Query.bytes("host1.local.", .a, unicast: true)
         let forger = MACAddress(0x02, 0x77, 0, 0, 0, 0x66)
         var answered = 0
