@@ -214,8 +214,16 @@ public struct DNSName: @unchecked Sendable {
     }
 
     /// The name with ASCII letters folded to lower case (length bytes are below 64 and never letters).
+    /// A name with no upper-case letter is returned as it is, sharing its storage.
     public func lowercased() -> DNSName {
-        DNSName(uncheckedWire: withWire { $0.map(asciiLower) })
+        withWire { wire in
+            guard wire.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return self }
+            let storage = NameStorage.make(capacity: wire.count)
+            storage.withUnsafeMutablePointerToElements { pointer in
+                for index in wire.indices { pointer[index] = asciiLower(wire[index]) }
+            }
+            return DNSName(storage: storage, start: 0, length: wire.count)
+        }
     }
 }
 

@@ -36,6 +36,12 @@ struct NameTests {
         #expect(upper != lower)
         #expect(upper.caseInsensitiveEquals(lower))
         #expect(upper.lowercased() == lower)
+        #expect(lower.lowercased() == lower)
+        // Only letters fold: bytes next to them in the table (@, [, `, {) and those above 127 stay.
+        let edges = try DNSName(labels: [[0x40, 0x41, 0x5A, 0x5B, 0x60, 0x61, 0x7A, 0x7B, 0xC1]])
+        #expect(edges.lowercased().wire == [9, 0x40, 0x61, 0x7A, 0x5B, 0x60, 0x61, 0x7A, 0x7B, 0xC1, 0])
+        // A name taken from inside a longer one folds only its own bytes.
+        #expect(upper.droppingFirstLabels(4).lowercased() == "ip6.arpa.")
         #expect(upper.hasSuffix("ip6.arpa."))
         #expect(!upper.hasSuffix("p6.arpa."))
         #expect(upper.droppingFirstLabels(4) == "ip6.ARPA.")
