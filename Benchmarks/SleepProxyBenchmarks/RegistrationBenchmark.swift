@@ -79,13 +79,16 @@ func residentMegabytes() -> Double {
 }
 
 /// Registrations per second through the real daemon on loopback: UDP in, core, group commit, UDP reply out.
-/// A client keeps `window` registrations outstanding and sends the next one for every reply.
+/// A client keeps `window` registrations outstanding and sends the next one for every reply. `owners` hosts are
+/// registered into an empty table (the first 1,000 of them timed apart: the rate with nothing held), then 1,000
+/// more with `owners` held.
 func runRegistrationBenchmark(owners: Int = 10_000, window: Int = 64) throws -> String {
     let directory = temporaryDirectory("registrations")
     let port: UInt16 = 25_354
+    let extra = 1_000
     // One client sends every owner: the per-source rate and the per-interface host limit would stop it.
     var core = CoreConfiguration(maximumRecordsPerOwner: 1_000, maximumRecordsTotal: 400_000)
-    core.maximumHostsPerInterface = owners
+    core.maximumHostsPerInterface = owners + extra
     core.registrationRate = Rate(perSecond: 1e9, burst: 1e9)
     let configuration = DaemonConfiguration(
         interfaces: ["lo"], stateDirectory: directory, registrationPort: port, core: core, responder: false)
@@ -97,74 +100,103 @@ func runRegistrationBenchmark(owners: Int = 10_000, window: Int = 64) throws -> 
         stopped.signal()
     }
 
-    var retransmitted = 0
-    let messages = try (0..<owners).map { try macRegistration(index: $0, id: UInt16(truncatingIfNeeded: $0 + 1)) }
+    let messages = try (0..<owners + extra).map {
+        try macRegistration(index: $0, id: UInt16(truncatingIfNeeded: $0 + 1))
+    }
     let client = try DatagramSocket(family: .ipv4, interface: "lo", port: 0)
+    defer { client.close() }
     let server = Endpoint(address: .v4(IPv4Address(127, 0, 0, 1)), port: port)
     let source = IPAddress.v4(IPv4Address(127, 0, 0, 1))
+    var retransmitted = 0
 
-    let clock = ContinuousClock()
-    let start = clock.now
-    var next = 0
-    var answered = 0
-    // Registrations sent and not yet acknowledged, by index (the message ID is the index plus one).
-    var outstanding = Set<Int>()
-    func send(_ index: Int) throws {
-        try client.send(messages[index], to: server, scopeID: 0, from: source, interfaceIndex: 0)
-        outstanding.insert(index)
-    }
-    while next < min(window, owners) {
-        try send(next)
-        next += 1
-    }
-    var lastProgress = clock.now
-    while answered < owners {
-        if let reply = try client.receive() {
-            precondition(reply.bytes.count == 31 && reply.bytes[2] == 0xA8, "unexpected reply")
-            let index = (Int(reply.bytes[0]) << 8 | Int(reply.bytes[1])) - 1
-            // A retransmitted registration may be acknowledged twice; count it once.
-            guard outstanding.remove(index) != nil else { continue }
-            answered += 1
-            lastProgress = clock.now
-            if next < owners {
-                try send(next)
-                next += 1
-            }
-        } else {
-            var descriptor = pollfd(fd: client.fileDescriptor, events: Int16(POLLIN), revents: 0)
-            _ = poll(&descriptor, 1, 100)
-            // A datagram lost on the way (a full socket buffer) is sent again, as a client would.
-            if clock.now - lastProgress > .milliseconds(500) {
+    /// Registers `indices` and returns the seconds it took until the last was acknowledged.
+    func register(_ indices: Range<Int>) throws -> Double {
+        let clock = ContinuousClock()
+        let start = clock.now
+        var next = indices.lowerBound
+        var answered = 0
+        // Registrations sent and not yet acknowledged, by index (the message ID is the index plus one).
+        var outstanding = Set<Int>()
+        func send(_ index: Int) throws {
+            try client.send(messages[index], to: server, scopeID: 0, from: source, interfaceIndex: 0)
+            outstanding.insert(index)
+        }
+        while next < indices.upperBound, next - indices.lowerBound < window {
+            try send(next)
+            next += 1
+        }
+        var lastProgress = clock.now
+        while answered < indices.count {
+            if let reply = try client.receive() {
+                precondition(reply.bytes.count == 31 && reply.bytes[2] == 0xA8, "unexpected reply")
+                let id = Int(reply.bytes[0]) << 8 | Int(reply.bytes[1])
+                // IDs wrap at 65,536; the outstanding index with this ID is the one acknowledged.
+                guard let index = outstanding.first(where: { ($0 + 1) & 0xFFFF == id }) else {
+                    continue  // a retransmitted registration acknowledged twice: counted once
+                }
+                outstanding.remove(index)
+                answered += 1
                 lastProgress = clock.now
-                retransmitted += outstanding.count
-                for index in outstanding { try send(index) }
+                if next < indices.upperBound {
+                    try send(next)
+                    next += 1
+                }
+            } else {
+                var descriptor = pollfd(fd: client.fileDescriptor, events: Int16(POLLIN), revents: 0)
+                _ = poll(&descriptor, 1, 100)
+                // A datagram lost on the way (a full socket buffer) is sent again, as a client would.
+                if clock.now - lastProgress > .milliseconds(500) {
+                    lastProgress = clock.now
+                    retransmitted += outstanding.count
+                    for index in outstanding { try send(index) }
+                }
             }
         }
+        let elapsed = clock.now - start
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
-    let elapsed = clock.now - start
-    client.close()
+
+    let first = try register(0..<extra)
+    let rest = try register(extra..<owners)
+    let more = try register(owners..<owners + extra)
     daemon.requestStop()
     stopped.wait()
-    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-    print("registrations_acknowledged: \(answered) of \(owners) (\(retransmitted) retransmissions)")
-    print("registration_25_records_per_second: \(Int(Double(owners) / seconds))")
+    print("registrations_acknowledged: \(owners + extra) of \(owners + extra) (\(retransmitted) retransmissions)")
+    print("registration_25_records_per_second: \(Int(Double(owners) / (first + rest)))")
+    print("registrations_per_second_0_held: \(Int(Double(extra) / first))")
+    print("registrations_per_second_\(owners / 1000)k_held: \(Int(Double(extra) / more))")
+    fflush(nil)
     return directory
 }
 
 /// Restores a state directory the way the daemon starts: open the store, load every owner, hand them to the core.
 /// Runs in a process of its own (see main.swift), so that its resident memory is that of the held state alone.
-func runRestoreBenchmark(directory: String) throws {
+/// The hosts registered after the first 10,000 are forgotten first (untimed), so that 10,000 are restored.
+func runRestoreBenchmark(directory: String, owners: Int = 10_000) throws {
+    do {
+        let store = try LeaseStore(directory: directory)
+        let extra = try store.loadOwners().owners.filter { owner in
+            let bytes = owner.key.primaryMAC.bytes
+            return Int(bytes.3) << 16 | Int(bytes.4) << 8 | Int(bytes.5) >= owners
+        }
+        try store.apply(extra.map { .removeOwner($0.key) })
+        store.close()
+    }
     let clock = ContinuousClock()
     let start = clock.now
     let store = try LeaseStore(directory: directory)
     let loaded = try store.loadOwners()
+    let loadedAt = clock.now
     var core = SleepProxyCore(configuration: CoreConfiguration(maximumRecordsTotal: 400_000))
     _ = core.restore(loaded.owners, now: UnixTime(seconds: Int64(time(nil))))
-    let elapsed = clock.now - start
-    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    let end = clock.now
+    func milliseconds(_ duration: Duration) -> Int {
+        Int((Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18) * 1000)
+    }
     print("restore_owners: \(core.owners.count)")
     print("restore_records: \(core.recordCount)")
-    print("restore_seconds: \(String(format: "%.3f", seconds))")
+    print("restore_\(owners / 1000)k_ms: \(milliseconds(end - start))")
+    print("restore_\(owners / 1000)k_load_ms: \(milliseconds(loadedAt - start))")
     print("held_rss_mb: \(String(format: "%.1f", residentMegabytes()))")
     withExtendedLifetime(core) {}
     store.close()
