@@ -310,10 +310,11 @@ extension SleepProxyCore {
     }
 
     mutating func pruneKnownAnswers(_ known: [DNSRecord], from querier: Endpoint, interface: InterfaceName) {
-        for index in pendingResponses.indices
-        where pendingResponses[index].querier == querier && pendingResponses[index].interface == interface {
-            pendingResponses[index].answers.removeAll { record in known.contains { Self.suppresses($0, record) } }
-        }
+        pendingResponses.update(
+            { response in
+                guard response.querier == querier, response.interface == interface else { return }
+                response.answers.removeAll { record in known.contains { Self.suppresses($0, record) } }
+            }, dropping: { _ in false })
     }
 
     /// Never send from a held address: it is the sleeping host's, not ours (a query sent straight to it is

@@ -36,11 +36,7 @@ extension SleepProxyCore {
             insert(host)
             actions.append(.store(.saveOwner(host.owner)))
         }
-        pendingResponses = pendingResponses.map { response in
-            var copy = response
-            copy.due = moved(copy.due)
-            return copy
-        }
+        pendingResponses.update({ $0.due = moved($0.due) }, dropping: { _ in false })
         lastMulticast = lastMulticast.mapValues(moved)
         for (interface, advertisement) in advertisements {
             var copy = advertisement

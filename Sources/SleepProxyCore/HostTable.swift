@@ -4,15 +4,21 @@
 struct HostTable: Sendable {
     private(set) var storage: [OwnerKey: HeldHost] = [:]
     private var changed: Set<OwnerKey> = []
+    /// How many hosts each interface holds, kept as hosts come and go (the host limit is checked per datagram).
+    private var counts: [InterfaceName: Int] = [:]
 
     subscript(key: OwnerKey) -> HeldHost? {
         get { storage[key] }
         set {
+            let had = storage[key] != nil
             storage[key] = newValue
             changed.insert(key)
+            count(key, had: had, has: newValue != nil)
         }
         _modify {
             changed.insert(key)
+            let had = storage[key] != nil
+            defer { count(key, had: had, has: storage[key] != nil) }
             yield &storage[key]
         }
     }
@@ -20,7 +26,18 @@ struct HostTable: Sendable {
     @discardableResult
     mutating func removeValue(forKey key: OwnerKey) -> HeldHost? {
         changed.insert(key)
-        return storage.removeValue(forKey: key)
+        let removed = storage.removeValue(forKey: key)
+        count(key, had: removed != nil, has: false)
+        return removed
+    }
+
+    /// The number of hosts held on `interface`.
+    func count(on interface: InterfaceName) -> Int { counts[interface] ?? 0 }
+
+    private mutating func count(_ key: OwnerKey, had: Bool, has: Bool) {
+        guard had != has else { return }
+        let count = (counts[key.interface] ?? 0) + (has ? 1 : -1)
+        counts[key.interface] = count == 0 ? nil : count
     }
 
     var keys: Dictionary<OwnerKey, HeldHost>.Keys { storage.keys }

@@ -11,6 +11,80 @@ struct PendingResponse: Sendable {
     var querier: Endpoint?
     /// Announcements go out even if the records were multicast a moment ago (the second one is ~1 s later).
     var isAnnouncement: Bool
+    /// Set by `PendingResponses`: responses due at the same moment go out in the order they were scheduled.
+    var order: UInt64 = 0
+}
+
+/// The responses waiting for their time, earliest first: a binary min-heap on (due, order of scheduling), so
+/// that finding and taking the due ones costs O(log n) each, not a pass over every waiting response (thousands
+/// while hosts register in bulk, each with its announcements).
+struct PendingResponses: Sendable {
+    private var heap: [PendingResponse] = []
+    private var scheduled: UInt64 = 0
+
+    var count: Int { heap.count }
+    var isEmpty: Bool { heap.isEmpty }
+    /// When the earliest response is due.
+    var earliestDue: UnixTime? { heap.first?.due }
+
+    mutating func append(_ response: PendingResponse) {
+        var response = response
+        scheduled += 1
+        response.order = scheduled
+        heap.append(response)
+        siftUp(heap.count - 1)
+    }
+
+    /// Takes out the responses due by `now`, earliest first.
+    mutating func removeDue(by now: UnixTime) -> [PendingResponse] {
+        var due: [PendingResponse] = []
+        while let first = heap.first, first.due <= now {
+            due.append(first)
+            heap.swapAt(0, heap.count - 1)
+            heap.removeLast()
+            siftDown(0)
+        }
+        return due
+    }
+
+    /// Changes every waiting response (its time included), then drops those `isGone` says went.
+    mutating func update(_ change: (inout PendingResponse) -> Void, dropping isGone: (PendingResponse) -> Bool) {
+        for index in heap.indices { change(&heap[index]) }
+        heap.removeAll(where: isGone)
+        for index in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(index) }
+    }
+
+    mutating func removeAll(where isGone: (PendingResponse) -> Bool) {
+        update({ _ in }, dropping: isGone)
+    }
+
+    private static func precedes(_ a: PendingResponse, _ b: PendingResponse) -> Bool {
+        a.due < b.due || (a.due == b.due && a.order < b.order)
+    }
+
+    private mutating func siftUp(_ start: Int) {
+        var child = start
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard Self.precedes(heap[child], heap[parent]) else { return }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var parent = start
+        while true {
+            let left = 2 * parent + 1
+            let right = left + 1
+            var first = parent
+            if left < heap.count, Self.precedes(heap[left], heap[first]) { first = left }
+            if right < heap.count, Self.precedes(heap[right], heap[first]) { first = right }
+            guard first != parent else { return }
+            heap.swapAt(parent, first)
+            parent = first
+        }
+    }
 }
 
 /// A record as the once-a-second multicast limit sees it: interface, family, name in lower case, type, RDATA.
@@ -68,22 +142,19 @@ extension SleepProxyCore {
     /// Duplicate-answer suppression (RFC 6762 section 7.4): another responder multicast these records with at
     /// least half our TTL, so our own multicast answers of them (not announcements) need not go out.
     mutating func suppressDuplicateAnswers(_ records: [DNSRecord], interface: InterfaceName, group: Endpoint) {
-        for index in pendingResponses.indices
-        where !pendingResponses[index].isAnnouncement && pendingResponses[index].interface == interface
-            && pendingResponses[index].group == group
-        {
-            pendingResponses[index].answers.removeAll { records.contains($0) }
-        }
-        pendingResponses.removeAll { $0.answers.isEmpty }
+        pendingResponses.update(
+            { response in
+                guard !response.isAnnouncement, response.interface == interface, response.group == group else { return }
+                response.answers.removeAll { records.contains($0) }
+            }, dropping: { $0.answers.isEmpty })
     }
 
     /// Sends the multicast responses that are due, keeping only records still held and answered, and not
     /// multicast on that interface and family within the last second (announcements excepted).
     mutating func sendDueResponses(now: UnixTime) -> [Action] {
-        guard pendingResponses.contains(where: { $0.due <= now }) else { return [] }
+        guard let earliest = pendingResponses.earliestDue, earliest <= now else { return [] }
         var actions: [Action] = []
-        let due = pendingResponses.filter { $0.due <= now }.sorted { $0.due < $1.due }
-        pendingResponses.removeAll { $0.due <= now }
+        let due = pendingResponses.removeDue(by: now)
         for response in due {
             let ipv6 = if case .v6 = response.group.address { true } else { false }
             var answers: [DNSRecord] = []

@@ -133,6 +133,16 @@ extension SleepProxyCore {
 
     /// Handles one registration datagram: accepts it (store changes, then the reply) or refuses it silently on
     /// the wire (a log line and a stored event only).
+    /// Registrations read together: each handled as `handleRegistration` does, with the list of held addresses
+    /// (all of them, for the capture filter) sent once per interface at the end instead of once per new host.
+    public mutating func handleRegistrations(_ batch: [RegistrationDatagram], now: UnixTime) -> [Action] {
+        guard batch.count > 1 else { return batch.first.map { handleRegistration($0, now: now) } ?? [] }
+        deferredAddressChanges = []
+        var actions: [Action] = []
+        for datagram in batch { actions += handleRegistration(datagram, now: now) }
+        return actions + endDeferredAddressChanges()
+    }
+
     public mutating func handleRegistration(_ datagram: RegistrationDatagram, now: UnixTime) -> [Action] {
         var actions = expire(now: now)
         let result: Result<[Action], Refusal>
@@ -261,7 +271,7 @@ extension SleepProxyCore {
         let key = OwnerKey(interface: datagram.interface, primaryMAC: mac)
         let existing = hosts[key]
         if existing == nil {
-            let held = hosts.keys.lazy.filter { $0.interface == datagram.interface }.count
+            let held = hosts.count(on: datagram.interface)
             let limit = configuration.maximumHostsPerInterface
             guard held < limit else {
                 return .failure(

@@ -19,7 +19,8 @@ public struct SleepProxyCore: Sendable {
     /// Each host's earliest take-over step, keepalive, probe end or wake round (on a served link), and the same
     /// ordered by time: `hostDeadline` is the first of them.
     private var hostSteps: [OwnerKey: UnixTime] = [:]
-    /// While set (during a restore), interfaces whose held addresses changed, announced once at the end.
+    /// While set (during a restore or a batch of registrations), interfaces whose held addresses changed, announced
+    /// once at the end.
     var deferredAddressChanges: Set<InterfaceName>?
     private var hostStepQueue = ExpiryQueue()
     /// Records held by all owners together.
@@ -50,7 +51,7 @@ public struct SleepProxyCore: Sendable {
     /// Held addresses per solicited-node group: two addresses can share one, joined once.
     var groupUsers: [GroupKey: Int] = [:]
     /// Multicast responses and announcements waiting for their time (random delays, the second announcement).
-    var pendingResponses: [PendingResponse] = []
+    var pendingResponses = PendingResponses()
     /// When each record was last multicast, per interface and family, for the once-a-second limit and for
     /// answering QU questions by multicast when a record has not been multicast for a while.
     var lastMulticast: [MulticastKey: UnixTime] = [:]
@@ -163,7 +164,10 @@ public struct SleepProxyCore: Sendable {
         var actions: [Action] = []
         // One list of held addresses per interface at the end, not one per host (each as long as all of them).
         deferredAddressChanges = []
-        defer { deferredAddressChanges = nil }
+        // The indexes grow once to their size, not by doubling (each doubling rehashes every name and RDATA).
+        let incoming = saved.reduce(0) { $0 + $1.records.count }
+        heldRecords.reserveCapacity(heldRecords.count + incoming)
+        heldNames.reserveCapacity(heldNames.count + incoming / 2)
         let latest = now + .seconds(Int64(configuration.maximumLease))
         for var owner in saved.sorted(by: { $0.key < $1.key }) {
             guard let expiry = owner.expiresAt, expiry > now else {
@@ -196,9 +200,7 @@ public struct SleepProxyCore: Sendable {
             actions += updateTakeovers(of: owner.key, now: now)
         }
         refreshHostDeadline()
-        for interface in (deferredAddressChanges ?? []).sorted() {
-            actions.append(.proxiedAddressesChanged(interface, proxiedAddresses(on: interface)))
-        }
+        actions += endDeferredAddressChanges()
         actions.append(.log(.info, "restore: holding \(hosts.count) owners with \(recordCount) records"))
         return actions
     }
@@ -213,7 +215,7 @@ public struct SleepProxyCore: Sendable {
     /// The next time `tick` has work to do, if any. (Stale queue entries are dropped after every change, so the
     /// first entry is always a live owner's expiry.)
     public var nextDeadline: UnixTime? {
-        [expiryQueue.first?.time, pendingResponses.map(\.due).min(), advertisementDeadline, hostDeadline]
+        [expiryQueue.first?.time, pendingResponses.earliestDue, advertisementDeadline, hostDeadline]
             .compactMap { $0 }.min()
     }
 

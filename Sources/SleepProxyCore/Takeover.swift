@@ -90,13 +90,7 @@ extension SleepProxyCore {
         refreshHostDeadline()
         // The list of all held addresses on the interface, only when this host's share of it changed: with
         // thousands held, a renewal must not cost a list of all of them.
-        if changed {
-            if deferredAddressChanges != nil {
-                deferredAddressChanges?.insert(key.interface)
-            } else {
-                actions.append(.proxiedAddressesChanged(key.interface, proxiedAddresses(on: key.interface)))
-            }
-        }
+        if changed { actions += addressListChanged(on: key.interface) }
         // The connections kept alive follow the records too.
         actions += updateKeepalives(of: key, now: now)
         return actions
@@ -120,8 +114,26 @@ extension SleepProxyCore {
         }
         hosts[key]?.takeovers = [:]
         refreshHostDeadline()
-        actions.append(.proxiedAddressesChanged(key.interface, proxiedAddresses(on: key.interface)))
+        actions += addressListChanged(on: key.interface)
         return actions
+    }
+
+    /// The list of held addresses on `interface` changed: the action that says so, or, while a restore or a batch
+    /// of registrations is under way, a note to send it once at the end. (Each list is as long as all held
+    /// addresses, and one kept by an action makes the next change copy the whole list.)
+    mutating func addressListChanged(on interface: InterfaceName) -> [Action] {
+        guard deferredAddressChanges == nil else {
+            deferredAddressChanges?.insert(interface)
+            return []
+        }
+        return [.proxiedAddressesChanged(interface, proxiedAddresses(on: interface))]
+    }
+
+    /// The deferred lists of held addresses, one per interface that changed, and the end of deferring.
+    mutating func endDeferredAddressChanges() -> [Action] {
+        let changed = deferredAddressChanges ?? []
+        deferredAddressChanges = nil
+        return changed.sorted().map { .proxiedAddressesChanged($0, proxiedAddresses(on: $0)) }
     }
 
     private mutating func stopTakeover(of address: IPAddress, key: OwnerKey) -> [Action] {

@@ -394,9 +394,7 @@ public final class Daemon: @unchecked Sendable {
         guard !stopped else { return }
         switch input {
         case .registrations(let batch):
-            var actions: [Action] = []
-            for datagram in batch { actions += core.handleRegistration(datagram, now: now()) }
-            perform(actions)
+            perform(core.handleRegistrations(batch, now: now()))
         case .mdns(let packet):
             perform(core.handleMDNS(packet, now: now()))
         case .frame(let frame, let interface):

@@ -55,6 +55,17 @@ struct LimitsTests {
         #expect(harness.register(Self.registration(1)).replies.count == 1)
         #expect(harness.register(Self.registration(2, sequence: 2)).replies.count == 1)
         #expect(harness.core.owners.count == 2)
+        // A host whose lease ends is woken, then let go, and makes room: the count follows hosts as they go.
+        harness.register(
+            Update.bytes(
+                records: Update.host("host1", ipv4: IPv4Address(10, 77, 0, 11)),
+                owner: OwnerOption(sequence: 3, primaryMAC: MACAddress(0x02, 0x10, 0, 0, 0, 1)),
+                lease: UpdateLease(lease: 60)))
+        #expect(harness.register(Self.registration(3)).events.first?.reason == .hostLimit)
+        harness.run(until: harness.now + .seconds(600))
+        #expect(harness.core.owners.count == 1)
+        #expect(harness.register(Self.registration(3)).replies.count == 1)
+        #expect(harness.register(Self.registration(4)).events.first?.detail == "eth0 holds 2 hosts, limit 2")
     }
 
     /// One source sending too fast is refused beyond its burst, with one event a minute, while others go on;

@@ -97,6 +97,34 @@ struct ResponderTests {
         #expect(reply.additionals.allSatisfy { $0.ttl <= 10 && !$0.cacheFlush })
     }
 
+    /// Announcements that fall due together go out earliest first, and those due at the same moment in the order
+    /// they were scheduled (the waiting responses are kept in a heap, not a list scanned at every tick).
+    @Test func responsesGoOutInTheOrderTheyFallDue() throws {
+        var harness = Harness(configuration: CoreConfiguration(maximumRecordsTotal: 10_000))
+        // Hosts registered in pairs, 50 ms apart: each pair's announcements are due at the same moments.
+        for pair in 0..<4 {
+            for member in 0..<2 {
+                let index = pair * 2 + member
+                harness.register(
+                    Update.bytes(
+                        records: Update.host("h\(index)", ipv4: IPv4Address(10, 77, 1, UInt8(10 + index))),
+                        owner: OwnerOption(sequence: 1, primaryMAC: MACAddress(0x02, 0x20, 0, 0, 0, UInt8(index)))))
+            }
+            harness.advance(.milliseconds(50))
+        }
+        harness.advance(.seconds(3))
+        let sent = harness.tick().transmissions.compactMap { transmission -> String? in
+            guard let message = try? DNSMessage(decoding: transmission.bytes),
+                let host = message.answers.first(where: { $0.type == .a })?.name.description.split(separator: ".").first
+            else { return nil }
+            let family = if case .v6 = transmission.destination.address { "v6" } else { "v4" }
+            return "\(host) \(family)"
+        }
+        let round = (0..<8).flatMap { ["h\($0) v4", "h\($0) v6"] }
+        #expect(sent == round + round)
+        #expect(harness.core.nextDeadline.map { $0 > harness.now } ?? true)
+    }
+
     /// Answers are cached per question and never outlive what they were made of: asked again after a
     /// re-registration with another address, after a wake began, and after the host was let go, the proxy answers
     /// from what it holds now.

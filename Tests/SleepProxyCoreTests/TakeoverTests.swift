@@ -83,6 +83,35 @@ struct TakeoverTests {
         #expect(harness.core.proxiedAddresses(on: "eth0") == expected)
     }
 
+    /// Registrations read together change the watched list once, at the end, with every new address in it; a
+    /// host in the batch that moves its address takes the old one off the list.
+    @Test func aBatchOfRegistrationsChangesTheWatchedListOnce() throws {
+        var harness = Harness()
+        func datagram(_ index: Int, address: UInt8, sequence: UInt8 = 1) -> RegistrationDatagram {
+            RegistrationDatagram(
+                interface: Harness.interface, source: Harness.sleeper, destination: Harness.proxy,
+                bytes: Update.bytes(
+                    id: UInt16(index), records: Update.host("host\(index)", ipv4: IPv4Address(10, 77, 0, address)),
+                    owner: OwnerOption(sequence: sequence, primaryMAC: MACAddress(0x02, 0x56, 0, 0, 0, UInt8(index)))))
+        }
+        let batch = [datagram(1, address: 41), datagram(2, address: 12), datagram(3, address: 33)]
+        let actions = harness.core.handleRegistrations(batch, now: harness.now)
+        #expect(actions.replies.count == 3)
+        let lists = actions.compactMap { if case .proxiedAddressesChanged(_, let list) = $0 { list } else { nil } }
+        let first: [IPAddress] = [41, 12, 33].map { .v4(IPv4Address(10, 77, 0, $0)) }.sorted()
+        #expect(lists == [first])
+
+        let next = harness.core.handleRegistrations(
+            [datagram(4, address: 50), datagram(1, address: 42, sequence: 2)], now: harness.now)
+        let after = next.compactMap { if case .proxiedAddressesChanged(_, let list) = $0 { list } else { nil } }
+        let second: [IPAddress] = [42, 12, 33, 50].map { .v4(IPv4Address(10, 77, 0, $0)) }.sorted()
+        #expect(after == [second])
+        #expect(harness.core.proxiedAddresses(on: "eth0") == second)
+        // A batch of one is a single registration: its list comes with it.
+        let single = harness.core.handleRegistrations([datagram(5, address: 60)], now: harness.now)
+        #expect(single.contains { if case .proxiedAddressesChanged = $0 { true } else { false } })
+    }
+
     @Test func probesThenAnnouncesOnApplesSchedule() throws {
         var (harness, first) = Self.registering()
         let start = harness.now
