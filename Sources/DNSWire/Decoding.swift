@@ -203,6 +203,7 @@ struct WireReader {
         return out
     }
 
+    @inline(__always)
     mutating func readRData(type: DNSType, recordClass: DNSClass, start: Int, end: Int) throws(DNSWireError) -> RData {
         let length = end - start
         // RFC 2136 deletions carry class NONE or ANY and may have empty RDATA of any type.
