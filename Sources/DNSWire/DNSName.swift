@@ -214,6 +214,17 @@ public struct DNSName: @unchecked Sendable {
     }
 
     /// The name with ASCII letters folded to lower case (length bytes are below 64 and never letters).
+    /// Feeds the name to `hasher` with ASCII letters folded to lower case, as `lowercased().hash(into:)` would,
+    /// without building the lower-case name: names that `caseInsensitiveEquals` calls equal hash alike.
+    public func hashIgnoringCase(into hasher: inout Hasher) {
+        withWire { wire in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: wire.count) { folded in
+                for index in wire.indices { folded[index] = asciiLower(wire[index]) }
+                hasher.combine(bytes: UnsafeRawBufferPointer(folded))
+            }
+        }
+    }
+
     /// A name with no upper-case letter is returned as it is, sharing its storage.
     public func lowercased() -> DNSName {
         withWire { wire in

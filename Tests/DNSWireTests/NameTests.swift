@@ -42,6 +42,13 @@ struct NameTests {
         #expect(edges.lowercased().wire == [9, 0x40, 0x61, 0x7A, 0x5B, 0x60, 0x61, 0x7A, 0x7B, 0xC1, 0])
         // A name taken from inside a longer one folds only its own bytes.
         #expect(upper.droppingFirstLabels(4).lowercased() == "ip6.arpa.")
+        func foldedHash(_ name: DNSName) -> Int {
+            var hasher = Hasher()
+            name.hashIgnoringCase(into: &hasher)
+            return hasher.finalize()
+        }
+        #expect(foldedHash(upper) == foldedHash(lower) && foldedHash(lower) == lower.hashValue)
+        #expect(foldedHash(upper) != foldedHash("b.9.5.8.ip6.arpa."))
         #expect(upper.hasSuffix("ip6.arpa."))
         #expect(!upper.hasSuffix("p6.arpa."))
         #expect(upper.droppingFirstLabels(4) == "ip6.ARPA.")
