@@ -96,6 +96,28 @@ struct MulticastKey: Hashable, Sendable {
     var rdata: RData
 }
 
+/// A held record as the index of holders (`SleepProxyCore.heldRecords`) sees it: a digest of the interface, the
+/// name folded to lower case, the type and the RDATA. Records that are the same (`sameRecord`) have the same
+/// digest; the rare different records with the same digest share a list of holders, and whoever looks a record
+/// up checks the holders' own records, so a shared digest never makes a record count as held.
+struct RecordDigest: Hashable, Sendable {
+    let value: Int
+
+    init(_ record: DNSRecord, interface: InterfaceName) {
+        var hasher = Hasher()
+        hasher.combine(interface)
+        record.name.hashIgnoringCase(into: &hasher)
+        hasher.combine(record.type)
+        hasher.combine(record.rdata)
+        value = hasher.finalize()
+    }
+
+    /// The same record as far as holding goes: name in any case, same type and RDATA.
+    static func sameRecord(_ a: DNSRecord, _ b: DNSRecord) -> Bool {
+        a.type == b.type && a.rdata == b.rdata && a.name.caseInsensitiveEquals(b.name)
+    }
+}
+
 /// When multicast goes out (RFC 6762 sections 6, 7.4, 8.3 and 10.1): announcements of what was taken over,
 /// answers after their random delay, at most once a second per record, never for a record no longer held, in
 /// messages of at most 1,440 bytes, and goodbyes only for records nobody else still holds.
@@ -203,18 +225,29 @@ extension SleepProxyCore {
     /// being woken for), a negative answer for such a name, or a record of our own advertisement.
     func isAnswered(_ record: DNSRecord, interface: InterfaceName, now: UnixTime) -> Bool {
         if record.type == .nsec, uniqueTypes(of: record.name, interface: interface, now: now) != nil { return true }
-        let name = record.name.lowercased()
-        if let holders = heldRecords[Self.recordKey(record, lowercasedName: name, interface: interface)] {
-            return holders.contains { key in
+        if let holders = heldRecords[RecordDigest(record, interface: interface)] {
+            let answered = holders.contains { key in
                 guard let host = hosts[key], host.answers(record, at: now) else { return false }
                 return host.owner.records.contains { $0.record == record }
             }
+            if answered { return true }
         }
         return advertisementLookup(record.name, type: record.type, interface: interface).contains(record)
     }
 
-    static func recordKey(_ record: DNSRecord, lowercasedName: DNSName, interface: InterfaceName) -> MulticastKey {
-        MulticastKey(interface: interface, ipv6: false, name: lowercasedName, type: record.type, rdata: record.rdata)
+    /// Whether more than `count` copies of `record` (name in any case, same type and RDATA) are held on
+    /// `interface`, counting each holder's copies; stops counting once there are.
+    func isHeld(_ record: DNSRecord, moreThan count: Int, interface: InterfaceName) -> Bool {
+        guard let holders = heldRecords[RecordDigest(record, interface: interface)] else { return false }
+        var copies = 0
+        var counted = Set<OwnerKey>()
+        for key in holders where counted.insert(key).inserted {
+            for held in hosts[key]?.owner.records ?? [] where RecordDigest.sameRecord(held.record, record) {
+                copies += 1
+                if copies > count { return true }
+            }
+        }
+        return false
     }
 
     /// Goodbyes (TTL 0) for records that go, leaving out those another held host or our own advertisement still
@@ -222,10 +255,7 @@ extension SleepProxyCore {
     /// (mDNSResponder keeps such duplicates aside and says no goodbye while one remains).
     mutating func goodbyes(for records: [DNSRecord], interface: InterfaceName, holderCount: Int = 0) -> [Action] {
         let leaving = records.filter { record in
-            let held =
-                heldRecords[Self.recordKey(record, lowercasedName: record.name.lowercased(), interface: interface)]?
-                .count ?? 0
-            return held <= holderCount
+            !isHeld(record, moreThan: holderCount, interface: interface)
                 && !advertisementLookup(record.name, type: record.type, interface: interface).contains {
                     HeldRecord.identical($0, record)
                 }

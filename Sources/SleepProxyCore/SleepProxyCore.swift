@@ -39,10 +39,11 @@ public struct SleepProxyCore: Sendable {
     mutating func forgetAnswers() {
         if !answerCache.isEmpty { answerCache = [:] }
     }
-    /// Every held record (interface, name in lower case, type, RDATA) with the owners holding it (once per copy),
-    /// so that a scheduled response or a goodbye checks in one lookup whether a record is still held and by whom,
-    /// however many hosts share its name (`_ssh._tcp.local.` is held by every host with ssh).
-    var heldRecords: [MulticastKey: [OwnerKey]] = [:]
+    /// Every held record, by its digest (`RecordDigest`), with the owners holding it (once per copy), so that a
+    /// scheduled response or a goodbye finds in one lookup whether a record is still held and by whom, however
+    /// many hosts share its name (`_ssh._tcp.local.` is held by every host with ssh). The digest keeps the index
+    /// small (an entry is a number and a list, not a copy of the record); the holders' own records are checked.
+    var heldRecords: [RecordDigest: [OwnerKey]] = [:]
     /// Held addresses to their owner, for the per-packet check.
     var heldAddresses: [NeighbourKey: OwnerKey] = [:]
     /// The same addresses per interface, sorted: the list the capture watches, kept up to date as addresses
@@ -326,10 +327,7 @@ public struct SleepProxyCore: Sendable {
         for held in owner.records {
             let name = held.record.name.lowercased()
             names.insert(UniqueName(interface: owner.key.interface, name: name))
-            heldRecords[
-                Self.recordKey(held.record, lowercasedName: name, interface: owner.key.interface), default: []
-            ]
-            .append(owner.key)
+            heldRecords[RecordDigest(held.record, interface: owner.key.interface), default: []].append(owner.key)
         }
         for name in names {
             heldNames[name, default: []].append(owner.key)
@@ -356,10 +354,10 @@ public struct SleepProxyCore: Sendable {
         for held in owner.records {
             let name = held.record.name.lowercased()
             names.insert(UniqueName(interface: key.interface, name: name))
-            let recordKey = Self.recordKey(held.record, lowercasedName: name, interface: key.interface)
-            if let index = heldRecords[recordKey]?.firstIndex(of: key) {
-                heldRecords[recordKey]?.remove(at: index)
-                if heldRecords[recordKey]?.isEmpty == true { heldRecords[recordKey] = nil }
+            let digest = RecordDigest(held.record, interface: key.interface)
+            if let index = heldRecords[digest]?.firstIndex(of: key) {
+                heldRecords[digest]?.remove(at: index)
+                if heldRecords[digest]?.isEmpty == true { heldRecords[digest] = nil }
             }
         }
         for name in names {
