@@ -199,17 +199,19 @@ func measureWakes(_ lab: Lab, profile: HeldHostsProfile, wakes: Int) async throw
 
 /// Waits until the daemon has taken over every held address (the log's take-over lines) and the announcements
 /// are over, at most `limit`.
-func waitForTakeovers(_ daemon: LabProcess, count: Int, limit: Duration) async throws {
+func waitForTakeovers(_ daemon: LabProcess, limit: Duration) async throws {
     let clock = ContinuousClock()
     let deadline = clock.now + limit
-    // Probes take about 3 s, announcements 4 more; the log says nothing per address at notice level.
-    try await Task.sleep(for: .seconds(min(8, count / 1000 + 8)))
+    // The last host registered was answered a moment ago; its address is probed from +1 s and announced at +4,
+    // +5, +7 and +11 s (TakeoverTiming). The log says nothing per address at notice level.
+    try await Task.sleep(for: .seconds(12))
     while clock.now < deadline, !daemon.hasExited {
         if processCPUSeconds(daemon.pid).isNaN { break }
         let before = processCPUSeconds(daemon.pid)
-        try await Task.sleep(for: .milliseconds(500))
-        // Quiet: under 5 ms of CPU in half a second.
-        if processCPUSeconds(daemon.pid) - before < 0.005 { return }
+        try await Task.sleep(for: .seconds(2))
+        // Quiet: under 10 ms of CPU in two seconds (the announcement rounds are up to 4 s apart, but the last
+        // one is over by now).
+        if processCPUSeconds(daemon.pid) - before < 0.010 { return }
     }
 }
 
@@ -225,7 +227,7 @@ func runMDNSComparison(seconds: Int = 10) async throws {
 
         let daemon = try await startLabDaemon(lab)
         try register(profile, in: lab)
-        try await waitForTakeovers(daemon, count: profile.count, limit: .seconds(20))
+        try await waitForTakeovers(daemon, limit: .seconds(20))
         let ours = try await measureAnswers(
             lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: seconds, responder: daemon.pid)
         daemon.signal(SIGTERM)
@@ -277,7 +279,7 @@ func runWakeFigures(wakes: Int = 100) async throws {
         let daemon = try await startLabDaemon(lab)
         defer { daemon.signal(SIGTERM) }
         try register(profile, in: lab)
-        try await waitForTakeovers(daemon, count: profile.count, limit: .seconds(30))
+        try await waitForTakeovers(daemon, limit: .seconds(30))
         let latencies = try await measureWakes(lab, profile: profile, wakes: wakes)
         print("wake_samples: \(latencies.count) of \(wakes)")
         print("wake_p50_us: \(microseconds(percentile(latencies, 0.5)))")
@@ -288,7 +290,7 @@ func runWakeFigures(wakes: Int = 100) async throws {
 
 /// How cost grows: for each number of held hosts, the mDNS and wake figures, the daemon's memory, and its CPU
 /// while nothing happens.
-func runScaling(counts: [Int] = [10, 1_000, 10_000], seconds: Int = 5) async throws {
+func runScaling(counts: [Int] = scalingCounts(), seconds: Int = 5) async throws {
     guard try labReady("scaling", tools: ["dnsperf"]) else { return }
     var resident: [Int: Int] = [:]
     for count in counts {
@@ -299,11 +301,13 @@ func runScaling(counts: [Int] = [10, 1_000, 10_000], seconds: Int = 5) async thr
             let daemon = try await startLabDaemon(lab)
             defer { daemon.signal(SIGTERM) }
             try register(profile, in: lab)
-            try await waitForTakeovers(daemon, count: count, limit: .seconds(60))
+            try await waitForTakeovers(daemon, limit: .seconds(60))
             resident[count] = processStatus(daemon.pid, "VmRSS")
 
             // Idle: nothing on the wire but what the lab's hosts send by themselves.
-            let idleSeconds = 20.0
+            // (The kernel counts a process's CPU time, exited threads included, in ticks of 10 ms: 30 s of idling
+            // tells it to 20 ms a minute.)
+            let idleSeconds = 30.0
             let cpuBefore = processCPUSeconds(daemon.pid)
             try await Task.sleep(for: .seconds(idleSeconds))
             let idle = (processCPUSeconds(daemon.pid) - cpuBefore) * 1000 * 60 / idleSeconds
@@ -329,6 +333,13 @@ func runScaling(counts: [Int] = [10, 1_000, 10_000], seconds: Int = 5) async thr
     {
         print("rss_bytes_per_held_host: \(Int(Double(high - low) * 1024 / Double(last - first)))")
     }
+}
+
+/// The numbers of held hosts the scaling figures are measured with: 10, 100, 1,000 and 10,000, or those listed in
+/// `SCALING_HOSTS` (`SCALING_HOSTS=10000 make bench BENCH=scaling`).
+func scalingCounts() -> [Int] {
+    let listed = ProcessInfo.processInfo.environment["SCALING_HOSTS"]?.split(separator: ",").compactMap { Int($0) }
+    return listed.flatMap { $0.isEmpty ? nil : $0 } ?? [10, 100, 1_000, 10_000]
 }
 
 /// Whether the lab can run here; says why not (and that the figure is skipped) otherwise.

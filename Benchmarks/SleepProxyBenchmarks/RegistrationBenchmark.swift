@@ -187,6 +187,7 @@ func runRestoreBenchmark(directory: String, owners: Int = 10_000) throws {
     let store = try LeaseStore(directory: directory)
     let loaded = try store.loadOwners()
     let loadedAt = clock.now
+    let loadedMegabytes = residentMegabytes()
     var core = SleepProxyCore(configuration: CoreConfiguration(maximumRecordsTotal: 400_000))
     _ = core.restore(loaded.owners, now: UnixTime(seconds: Int64(time(nil))))
     let end = clock.now
@@ -197,6 +198,7 @@ func runRestoreBenchmark(directory: String, owners: Int = 10_000) throws {
     print("restore_records: \(core.recordCount)")
     print("restore_\(owners / 1000)k_ms: \(milliseconds(end - start))")
     print("restore_\(owners / 1000)k_load_ms: \(milliseconds(loadedAt - start))")
+    print("restore_rss_mb_after_load: \(String(format: "%.1f", loadedMegabytes))")
     print("held_rss_mb: \(String(format: "%.1f", residentMegabytes()))")
     withExtendedLifetime(core) {}
     store.close()
