@@ -323,14 +323,12 @@ public struct SleepProxyCore: Sendable {
         let owner = host.owner
         hosts[owner.key] = host
         recordCount += owner.records.count
-        var names = Set<UniqueName>()
         for held in owner.records {
-            let name = held.record.name.lowercased()
-            names.insert(UniqueName(interface: owner.key.interface, name: name))
             heldRecords[RecordDigest(held.record, interface: owner.key.interface), default: []].append(owner.key)
-        }
-        for name in names {
-            heldNames[name, default: []].append(owner.key)
+            let name = UniqueName(interface: owner.key.interface, name: held.record.name.lowercased())
+            // The owner's records are indexed one after another: a name it holds already has it last.
+            Self.appendUnlessLast(owner.key, to: &heldNames[name, default: []])
+            if HeldRecord.claimsUniqueName(held.record), uniqueNames[name] == nil { uniqueNames[name] = owner.key }
         }
         if let expiry = owner.expiresAt {
             expiries[owner.key] = expiry
@@ -338,10 +336,10 @@ public struct SleepProxyCore: Sendable {
             if expiryQueue.count > 4 * expiries.count + 64 { expiryQueue.compact(current: expiries) }
         }
         expiryQueue.dropStale { expiries[$0] }
-        for held in owner.records where HeldRecord.claimsUniqueName(held.record) {
-            let name = UniqueName(interface: owner.key.interface, name: held.record.name.lowercased())
-            if uniqueNames[name] == nil { uniqueNames[name] = owner.key }
-        }
+    }
+
+    private static func appendUnlessLast(_ key: OwnerKey, to list: inout [OwnerKey]) {
+        if list.last != key { list.append(key) }
     }
 
     /// Takes a host out of the table and every index; its take-overs are the caller's to stop first.
