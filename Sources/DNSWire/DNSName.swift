@@ -213,7 +213,6 @@ public struct DNSName: @unchecked Sendable {
         }
     }
 
-    /// The name with ASCII letters folded to lower case (length bytes are below 64 and never letters).
     /// Feeds the name to `hasher` with ASCII letters folded to lower case, as `lowercased().hash(into:)` would,
     /// without building the lower-case name: names that `caseInsensitiveEquals` calls equal hash alike.
     public func hashIgnoringCase(into hasher: inout Hasher) {
@@ -225,10 +224,11 @@ public struct DNSName: @unchecked Sendable {
         }
     }
 
-    /// A name with no upper-case letter is returned as it is, sharing its storage.
+    /// The name with ASCII letters folded to lower case (length bytes are below 64 and never letters). A name with
+    /// no upper-case letter is returned as it is, sharing its storage.
     public func lowercased() -> DNSName {
         withWire { wire in
-            guard wire.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return self }
+            guard wire.contains(where: { asciiLower($0) != $0 }) else { return self }
             let storage = NameStorage.make(capacity: wire.count)
             storage.withUnsafeMutablePointerToElements { pointer in
                 for index in wire.indices { pointer[index] = asciiLower(wire[index]) }

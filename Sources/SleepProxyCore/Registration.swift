@@ -131,8 +131,6 @@ extension HeldRecord {
 extension SleepProxyCore {
     // MARK: Registration
 
-    /// Handles one registration datagram: accepts it (store changes, then the reply) or refuses it silently on
-    /// the wire (a log line and a stored event only).
     /// Registrations read together: each handled as `handleRegistration` does, with the list of held addresses
     /// (all of them, for the capture filter) sent once per interface at the end instead of once per new host.
     public mutating func handleRegistrations(_ batch: [RegistrationDatagram], now: UnixTime) -> [Action] {
@@ -143,6 +141,8 @@ extension SleepProxyCore {
         return actions + endDeferredAddressChanges()
     }
 
+    /// Handles one registration datagram: accepts it (store changes, then the reply) or refuses it silently on
+    /// the wire (a log line and a stored event only).
     public mutating func handleRegistration(_ datagram: RegistrationDatagram, now: UnixTime) -> [Action] {
         var actions = expire(now: now)
         let result: Result<[Action], Refusal>
