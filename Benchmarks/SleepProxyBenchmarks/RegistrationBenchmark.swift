@@ -70,6 +70,14 @@ func temporaryDirectory(_ name: String) -> String {
     return String(cString: path)
 }
 
+/// The CPU time (user and system, every thread) this process has used, in seconds.
+func processCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
 func residentMegabytes() -> Double {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
         let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
@@ -109,10 +117,12 @@ func runRegistrationBenchmark(owners: Int = 10_000, window: Int = 64) throws -> 
     let source = IPAddress.v4(IPv4Address(127, 0, 0, 1))
     var retransmitted = 0
 
-    /// Registers `indices` and returns the seconds it took until the last was acknowledged.
-    func register(_ indices: Range<Int>) throws -> Double {
+    /// Registers `indices` and returns the seconds it took until the last was acknowledged, and the CPU time the
+    /// process (daemon and client) spent, in seconds: the steadier figure on a shared machine.
+    func register(_ indices: Range<Int>) throws -> (seconds: Double, cpu: Double) {
         let clock = ContinuousClock()
         let start = clock.now
+        let cpuAtStart = processCPUSeconds()
         var next = indices.lowerBound
         var answered = 0
         // Registrations sent and not yet acknowledged, by index (the message ID is the index plus one).
@@ -153,7 +163,10 @@ func runRegistrationBenchmark(owners: Int = 10_000, window: Int = 64) throws -> 
             }
         }
         let elapsed = clock.now - start
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return (
+            Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+            processCPUSeconds() - cpuAtStart
+        )
     }
 
     let first = try register(0..<extra)
@@ -161,10 +174,15 @@ func runRegistrationBenchmark(owners: Int = 10_000, window: Int = 64) throws -> 
     let more = try register(owners..<owners + extra)
     daemon.requestStop()
     stopped.wait()
+    func microseconds(_ seconds: Double, _ count: Int) -> String {
+        String(format: "%.1f", seconds * 1e6 / Double(count))
+    }
     print("registrations_acknowledged: \(owners + extra) of \(owners + extra) (\(retransmitted) retransmissions)")
-    print("registration_25_records_per_second: \(Int(Double(owners) / (first + rest)))")
-    print("registrations_per_second_0_held: \(Int(Double(extra) / first))")
-    print("registrations_per_second_\(owners / 1000)k_held: \(Int(Double(extra) / more))")
+    print("registration_25_records_per_second: \(Int(Double(owners) / (first.seconds + rest.seconds)))")
+    print("registrations_per_second_0_held: \(Int(Double(extra) / first.seconds))")
+    print("registrations_per_second_\(owners / 1000)k_held: \(Int(Double(extra) / more.seconds))")
+    print("registration_cpu_us_each_0_held: \(microseconds(first.cpu, extra))")
+    print("registration_cpu_us_each_\(owners / 1000)k_held: \(microseconds(more.cpu, extra))")
     fflush(nil)
     return directory
 }
