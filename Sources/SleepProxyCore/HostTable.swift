@@ -1,3 +1,5 @@
+import DNSWire
+
 /// The held hosts by owner, as a dictionary that remembers which hosts changed since `takeChanged()`, so that
 /// the earliest step of all hosts (`SleepProxyCore.hostDeadline`) is brought up to date from those hosts alone,
 /// not from every host after every packet.
@@ -29,6 +31,17 @@ struct HostTable: Sendable {
         let removed = storage.removeValue(forKey: key)
         count(key, had: removed != nil, has: false)
         return removed
+    }
+
+    /// Whether the host of `key` holds `record` (exactly as received) and answers it at `now`. Looks at the host
+    /// in place: a lookup made for every record of every multicast response copies nothing.
+    func holds(_ record: DNSRecord, key: OwnerKey, answeringAt now: UnixTime) -> Bool {
+        guard let index = storage.index(forKey: key) else { return false }
+        let records = storage.values[index].owner.records
+        for position in records.indices where records[position].record == record {
+            return storage.values[index].answers(record, at: now)
+        }
+        return false
     }
 
     /// The number of hosts held on `interface`.
@@ -71,5 +84,51 @@ extension HeldHost {
         for probe in probes.values { consider(probe.settledAt) }
         consider(wake?.next)
         return earliest
+    }
+}
+
+/// The owners holding a record or a name (`SleepProxyCore.heldRecords`, `heldNames`), in the order they came. The
+/// first is kept inline: most records and names have one holder, and a list of its own for each of a quarter of a
+/// million records would be as many allocations.
+struct Holders: Sequence, ExpressibleByArrayLiteral, Sendable {
+    private var first: OwnerKey?
+    private var rest: [OwnerKey] = []
+
+    init(arrayLiteral keys: OwnerKey...) {
+        for key in keys { append(key) }
+    }
+
+    var isEmpty: Bool { first == nil }
+    var last: OwnerKey? { rest.last ?? first }
+
+    mutating func append(_ key: OwnerKey) {
+        if first == nil { first = key } else { rest.append(key) }
+    }
+
+    /// Removes the first occurrence of `key`, if any.
+    mutating func removeFirst(_ key: OwnerKey) {
+        if first == key {
+            first = rest.isEmpty ? nil : rest.removeFirst()
+        } else if let index = rest.firstIndex(of: key) {
+            rest.remove(at: index)
+        }
+    }
+
+    /// Removes every occurrence of `key`.
+    mutating func removeAll(_ key: OwnerKey) {
+        rest.removeAll { $0 == key }
+        if first == key { first = rest.isEmpty ? nil : rest.removeFirst() }
+    }
+
+    func makeIterator() -> Iterator { Iterator(holders: self) }
+
+    struct Iterator: IteratorProtocol {
+        let holders: Holders
+        var position = -1
+
+        mutating func next() -> OwnerKey? {
+            defer { position += 1 }
+            return position < 0 ? holders.first : position < holders.rest.count ? holders.rest[position] : nil
+        }
     }
 }

@@ -87,13 +87,14 @@ struct PendingResponses: Sendable {
     }
 }
 
-/// A record as the once-a-second multicast limit sees it: interface, family, name in lower case, type, RDATA.
+/// A record as the once-a-second multicast limit sees it: its digest (interface, name in lower case, type, RDATA)
+/// and the family it went to. A digest, not a copy of the record: at 10,000 held hosts the table holds a million
+/// entries. Two different records with the same digest (among a million records, a chance of about 3 in 100 million
+/// that any two do; the hasher's seed is random per process, so it cannot be aimed at) would share a time: one of
+/// them might skip a multicast answer for a second, or answer a QU question by unicast, both harmless.
 struct MulticastKey: Hashable, Sendable {
-    var interface: InterfaceName
+    var digest: RecordDigest
     var ipv6: Bool
-    var name: DNSName
-    var type: DNSType
-    var rdata: RData
 }
 
 /// A held record as the index of holders (`SleepProxyCore.heldRecords`) sees it: a digest of the interface, the
@@ -177,14 +178,27 @@ extension SleepProxyCore {
         guard let earliest = pendingResponses.earliestDue, earliest <= now else { return [] }
         var actions: [Action] = []
         let due = pendingResponses.removeDue(by: now)
+        // An announcement goes to each family's group as a response of its own, with the same records: which of
+        // them are still answered, and the message, are worked out once for both.
+        var lastChecked: (interface: InterfaceName, records: [DNSRecord], answered: [(DNSRecord, RecordDigest)])?
+        var lastEncoded: (interface: InterfaceName, announcement: Bool, answers: [DNSRecord], messages: [[UInt8]])?
         for response in due {
             let ipv6 = if case .v6 = response.group.address { true } else { false }
+            let answered: [(DNSRecord, RecordDigest)]
+            if let lastChecked, lastChecked.interface == response.interface, lastChecked.records == response.answers {
+                answered = lastChecked.answered
+            } else {
+                answered = response.answers.compactMap { record in
+                    let digest = RecordDigest(record, interface: response.interface)
+                    return isAnswered(record, digest: digest, interface: response.interface, now: now)
+                        ? (record, digest) : nil
+                }
+                lastChecked = (response.interface, response.answers, answered)
+            }
             var answers: [DNSRecord] = []
-            for record in response.answers {
-                guard isAnswered(record, interface: response.interface, now: now) else { continue }
-                let key = MulticastKey(
-                    interface: response.interface, ipv6: ipv6, name: record.name.lowercased(), type: record.type,
-                    rdata: record.rdata)
+            answers.reserveCapacity(answered.count)
+            for (record, digest) in answered {
+                let key = MulticastKey(digest: digest, ipv6: ipv6)
                 if !response.isAnnouncement, let last = lastMulticast[key], now - last < MulticastDNS.multicastInterval
                 {
                     continue
@@ -193,13 +207,22 @@ extension SleepProxyCore {
                 answers.append(record)
             }
             guard !answers.isEmpty else { continue }
-            let additionals =
-                response.isAnnouncement
-                ? [] : additionalRecords(for: answers, interface: response.interface, now: now)
-            let message = DNSMessage(
-                id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: answers,
-                additionals: additionals)
-            for bytes in Self.encode(message, truncateIfTooLarge: false) {
+            let messages: [[UInt8]]
+            if let lastEncoded, lastEncoded.interface == response.interface,
+                lastEncoded.announcement == response.isAnnouncement, lastEncoded.answers == answers
+            {
+                messages = lastEncoded.messages
+            } else {
+                let additionals =
+                    response.isAnnouncement
+                    ? [] : additionalRecords(for: answers, interface: response.interface, now: now)
+                let message = DNSMessage(
+                    id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: answers,
+                    additionals: additionals)
+                messages = Self.encode(message, truncateIfTooLarge: false)
+                lastEncoded = (response.interface, response.isAnnouncement, answers, messages)
+            }
+            for bytes in messages {
                 actions.append(
                     .sendMDNS(
                         MDNSTransmission(interface: response.interface, bytes: bytes, destination: response.group)))
@@ -215,22 +238,15 @@ extension SleepProxyCore {
     /// When `record` was last multicast on `interface` to the family of `group`.
     func lastMulticastTime(of record: DNSRecord, interface: InterfaceName, group: Endpoint) -> UnixTime? {
         let ipv6 = if case .v6 = group.address { true } else { false }
-        return lastMulticast[
-            MulticastKey(
-                interface: interface, ipv6: ipv6, name: record.name.lowercased(), type: record.type,
-                rdata: record.rdata)]
+        return lastMulticast[MulticastKey(digest: RecordDigest(record, interface: interface), ipv6: ipv6)]
     }
 
-    /// Whether `record` is answered now on `interface`: a held record of a host that answers it (verified, not
-    /// being woken for), a negative answer for such a name, or a record of our own advertisement.
-    func isAnswered(_ record: DNSRecord, interface: InterfaceName, now: UnixTime) -> Bool {
+    /// Whether `record` (of digest `digest`) is answered now on `interface`: a held record of a host that answers
+    /// it (verified, not being woken for), a negative answer for such a name, or a record of our own advertisement.
+    func isAnswered(_ record: DNSRecord, digest: RecordDigest, interface: InterfaceName, now: UnixTime) -> Bool {
         if record.type == .nsec, uniqueTypes(of: record.name, interface: interface, now: now) != nil { return true }
-        if let holders = heldRecords[RecordDigest(record, interface: interface)] {
-            let answered = holders.contains { key in
-                guard let host = hosts[key], host.answers(record, at: now) else { return false }
-                return host.owner.records.contains { $0.record == record }
-            }
-            if answered { return true }
+        if let holders = heldRecords[digest] {
+            for key in holders where hosts.holds(record, key: key, answeringAt: now) { return true }
         }
         return advertisementLookup(record.name, type: record.type, interface: interface).contains(record)
     }

@@ -28,7 +28,7 @@ public struct SleepProxyCore: Sendable {
     /// Unique names (see `HeldRecord.claimsUniqueName`) to the owner holding them, per interface.
     private var uniqueNames: [UniqueName: OwnerKey] = [:]
     /// Every held name (folded to lower case) to the owners holding records with it, for answering queries.
-    var heldNames: [UniqueName: [OwnerKey]] = [:] {
+    var heldNames: [UniqueName: Holders] = [:] {
         didSet { forgetAnswers() }
     }
     /// Answers to recent questions (see `cachedAnswer`), emptied whenever held hosts, held names or the
@@ -43,7 +43,7 @@ public struct SleepProxyCore: Sendable {
     /// scheduled response or a goodbye finds in one lookup whether a record is still held and by whom, however
     /// many hosts share its name (`_ssh._tcp.local.` is held by every host with ssh). The digest keeps the index
     /// small (an entry is a number and a list, not a copy of the record); the holders' own records are checked.
-    var heldRecords: [RecordDigest: [OwnerKey]] = [:]
+    var heldRecords: [RecordDigest: Holders] = [:]
     /// Held addresses to their owner, for the per-packet check.
     var heldAddresses: [NeighbourKey: OwnerKey] = [:]
     /// The same addresses per interface, sorted: the list the capture watches, kept up to date as addresses
@@ -338,7 +338,7 @@ public struct SleepProxyCore: Sendable {
         expiryQueue.dropStale { expiries[$0] }
     }
 
-    private static func appendUnlessLast(_ key: OwnerKey, to list: inout [OwnerKey]) {
+    private static func appendUnlessLast(_ key: OwnerKey, to list: inout Holders) {
         if list.last != key { list.append(key) }
     }
 
@@ -353,13 +353,11 @@ public struct SleepProxyCore: Sendable {
             let name = held.record.name.lowercased()
             names.insert(UniqueName(interface: key.interface, name: name))
             let digest = RecordDigest(held.record, interface: key.interface)
-            if let index = heldRecords[digest]?.firstIndex(of: key) {
-                heldRecords[digest]?.remove(at: index)
-                if heldRecords[digest]?.isEmpty == true { heldRecords[digest] = nil }
-            }
+            heldRecords[digest]?.removeFirst(key)
+            if heldRecords[digest]?.isEmpty == true { heldRecords[digest] = nil }
         }
         for name in names {
-            heldNames[name]?.removeAll { $0 == key }
+            heldNames[name]?.removeAll(key)
             if heldNames[name]?.isEmpty == true { heldNames[name] = nil }
         }
         expiries[key] = nil

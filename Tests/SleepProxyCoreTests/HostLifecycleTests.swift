@@ -152,26 +152,35 @@ struct HostLifecycleTests {
     }
 
     /// A goodbye for a shared record goes out only when nobody else holds it: here `_services._dns-sd._udp`
-    /// PTR `_ssh._tcp`, which both hosts registered.
+    /// PTR `_ssh._tcp`, which three hosts registered. They go in an order that takes the holders of the record
+    /// from the middle, then the front: the record stays answered until the last one goes.
     @Test func sharedRecordsAnotherHostHoldsGetNoGoodbye() throws {
         var harness = Harness()
         let enumeration = DNSRecord(name: "_services._dns-sd._udp.local.", ttl: 4500, rdata: .ptr("_ssh._tcp.local."))
-        let second = MACAddress(0x02, 0, 0, 0, 0, 0x44)
-        harness.register(
-            Update.bytes(
-                id: 1, records: Update.host("sleepy", ipv4: TakeoverTests.ipv4) + [enumeration],
-                owner: OwnerOption(sequence: 1, primaryMAC: Self.mac)))
-        harness.register(
-            Update.bytes(
-                id: 2, records: Update.host("other", ipv4: IPv4Address(10, 77, 0, 4)) + [enumeration],
-                owner: OwnerOption(sequence: 1, primaryMAC: second)))
-        let forgotten = harness.core.forget(Self.key, now: harness.now, reason: "test")
-        let goodbyes = forgotten.sentMessages.flatMap(\.answers)
-        #expect(!goodbyes.isEmpty && goodbyes.allSatisfy { $0.ttl == 0 })
-        #expect(!goodbyes.contains { $0.name == enumeration.name }, "the other host still holds it")
-        #expect(goodbyes.contains { $0.name == "_ssh._tcp.local." }, "its own instance's PTR goes")
-        let last = harness.core.forget(
-            OwnerKey(interface: Harness.interface, primaryMAC: second), now: harness.now, reason: "test")
+        let keys = (0..<3).map {
+            OwnerKey(interface: Harness.interface, primaryMAC: MACAddress(0x02, 0, 0, 0, 0, 0x44 + $0))
+        }
+        for (index, key) in keys.enumerated() {
+            harness.register(
+                Update.bytes(
+                    id: UInt16(index + 1),
+                    records: Update.host("host\(index)", ipv4: IPv4Address(10, 77, 0, UInt8(4 + index))) + [
+                        enumeration
+                    ],
+                    owner: OwnerOption(sequence: 1, primaryMAC: key.primaryMAC)))
+        }
+        harness.run(until: harness.now + .seconds(5))
+        for key in [keys[1], keys[0]] {
+            let forgotten = harness.core.forget(key, now: harness.now, reason: "test")
+            let goodbyes = forgotten.sentMessages.flatMap(\.answers)
+            #expect(!goodbyes.isEmpty && goodbyes.allSatisfy { $0.ttl == 0 })
+            #expect(!goodbyes.contains { $0.name == enumeration.name }, "another host still holds it")
+            #expect(goodbyes.contains { $0.name == "_ssh._tcp.local." }, "its own instance's PTR goes")
+        }
+        harness.mdns(Query.bytes(enumeration.name, .ptr))
+        let answers = harness.run(until: harness.now + .seconds(1)).sentMessages.flatMap(\.answers)
+        #expect(answers.contains { $0 == enumeration }, "the last holder answers it")
+        let last = harness.core.forget(keys[2], now: harness.now, reason: "test")
         #expect(last.sentMessages.flatMap(\.answers).contains { $0.name == enumeration.name && $0.ttl == 0 })
     }
 
