@@ -336,10 +336,12 @@ extension SleepProxyCore {
         }
         let event = Event(
             time: now, kind: .wake, interface: key.interface, owner: key.primaryMAC, source: source, detail: reason)
+        // The magic packets first: the shell carries actions out in order, and the log line and the event (written
+        // after every action that does not wait for the disk) need not hold them up.
+        actions = advanceWake(of: key, now: now) + actions
         // One info line per wake: the host, then the trigger with its source and port.
         let name = host.owner.hostNames.first.map { "\($0) " } ?? ""
-        actions = [.store(.appendEvent(event)), .log(.info, "waking \(name)(\(key)): \(reason)")] + actions
-        actions += advanceWake(of: key, now: now)
+        actions += [.store(.appendEvent(event)), .log(.info, "waking \(name)(\(key)): \(reason)")]
         refreshHostDeadline()
         return actions
     }
