@@ -52,6 +52,12 @@ struct WakeTests {
         #expect(udp.header.destination == Self.sleeperMAC)
         #expect(udp.udp?.magicPacket?.target == Self.sleeperMAC)
         #expect(frames.allSatisfy { $0.header.destination != .broadcast })
+        // The magic packet is the first thing done: the shell carries actions out in order.
+        guard case .injectFrame(_, let first) = actions.first else {
+            Issue.record("the first action is not the magic packet: \(String(describing: actions.first))")
+            return
+        }
+        #expect(try EthernetFrame(parsing: first).header.etherType == .wakeOnLAN)
     }
 
     @Test func retransmittedSYNsStartOneSequence() {
