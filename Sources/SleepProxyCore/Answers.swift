@@ -211,8 +211,7 @@ extension SleepProxyCore {
     /// Held records on `interface` whose name matches (ignoring case) and whose type matches (or ANY).
     func lookup(_ name: DNSName, type: DNSType, interface: InterfaceName, now: UnixTime) -> [DNSRecord] {
         var found = advertisementLookup(name, type: type, interface: interface)
-        guard let keys = heldNames[UniqueName(interface: interface, name: name.lowercased())] else { return found }
-        for key in keys {
+        for key in holders(of: name, on: interface) {
             guard let host = hosts[key] else { continue }
             for held in host.owner.records
             where (type == .any || held.record.type == type) && held.record.name.caseInsensitiveEquals(name)
@@ -243,7 +242,7 @@ extension SleepProxyCore {
             answered = true
             guard note(record) else { return nil }
         }
-        for key in heldNames[UniqueName(interface: interface, name: name.lowercased())] ?? [] {
+        for key in holders(of: name, on: interface) {
             guard let host = hosts[key] else { continue }
             for held in host.owner.records where held.record.name.caseInsensitiveEquals(name) {
                 if !answered, host.answers(held.record, at: now) { answered = true }

@@ -24,8 +24,7 @@ extension SleepProxyCore {
         var reannounced: [DNSRecord] = []
         var duplicates: [DNSRecord] = []
         for record in theirs where record.type != .opt {
-            let name = UniqueName(interface: packet.interface, name: record.name.lowercased())
-            for key in heldNames[name] ?? [] {
+            for key in holders(of: record.name, on: packet.interface) {
                 guard let host = hosts[key] else { continue }
                 let sameType = host.owner.records.map(\.record).filter {
                     $0.type == record.type && $0.name.caseInsensitiveEquals(record.name)

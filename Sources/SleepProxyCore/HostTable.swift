@@ -1,4 +1,5 @@
 import DNSWire
+import NetworkAddresses
 
 /// The held hosts by owner, as a dictionary that remembers which hosts changed since `takeChanged()`, so that
 /// the earliest step of all hosts (`SleepProxyCore.hostDeadline`) is brought up to date from those hosts alone,
@@ -44,6 +45,16 @@ struct HostTable: Sendable {
         return false
     }
 
+    /// Whether the host of `key` holds a record claiming the unique `name` (see `HeldRecord.claimsUniqueName`).
+    func claims(_ name: DNSName, key: OwnerKey) -> Bool {
+        guard let index = storage.index(forKey: key) else { return false }
+        let records = storage.values[index].owner.records
+        return records.indices.contains { position in
+            HeldRecord.claimsUniqueName(records[position].record)
+                && records[position].record.name.caseInsensitiveEquals(name)
+        }
+    }
+
     /// The number of hosts held on `interface`.
     func count(on interface: InterfaceName) -> Int { counts[interface] ?? 0 }
 
@@ -87,37 +98,49 @@ extension HeldHost {
     }
 }
 
-/// The owners holding a record or a name (`SleepProxyCore.heldRecords`, `heldNames`), in the order they came. The
-/// first is kept inline: most records and names have one holder, and a list of its own for each of a quarter of a
-/// million records would be as many allocations.
+/// The owners holding a record or a name on one interface (`SleepProxyCore.heldRecords`, `heldNames`,
+/// `uniqueNames`), by primary MAC, in the order they came: the interface is the index key's, known to whoever
+/// looks. The first is kept inline: most records and names have one holder, and a list of its own for each of a
+/// quarter of a million records would be as many allocations.
 struct Holders: Sequence, ExpressibleByArrayLiteral, Sendable {
-    private var first: OwnerKey?
-    private var rest: [OwnerKey] = []
+    private var first: MACAddress?
+    private var rest: [MACAddress] = []
 
-    init(arrayLiteral keys: OwnerKey...) {
-        for key in keys { append(key) }
+    init(arrayLiteral macs: MACAddress...) {
+        for mac in macs { append(mac) }
     }
 
     var isEmpty: Bool { first == nil }
-    var last: OwnerKey? { rest.last ?? first }
+    var last: MACAddress? { rest.last ?? first }
 
-    mutating func append(_ key: OwnerKey) {
-        if first == nil { first = key } else { rest.append(key) }
+    mutating func append(_ mac: MACAddress) {
+        if first == nil { first = mac } else { rest.append(mac) }
     }
 
-    /// Removes the first occurrence of `key`, if any.
-    mutating func removeFirst(_ key: OwnerKey) {
-        if first == key {
+    /// Appends `mac` unless it is the last already: an owner's records are indexed one after another, so a name
+    /// or record it holds already has it last.
+    mutating func appendUnlessLast(_ mac: MACAddress) {
+        if last != mac { append(mac) }
+    }
+
+    /// Removes the first occurrence of `mac`, if any.
+    mutating func removeFirst(_ mac: MACAddress) {
+        if first == mac {
             first = rest.isEmpty ? nil : rest.removeFirst()
-        } else if let index = rest.firstIndex(of: key) {
+        } else if let index = rest.firstIndex(of: mac) {
             rest.remove(at: index)
         }
     }
 
-    /// Removes every occurrence of `key`.
-    mutating func removeAll(_ key: OwnerKey) {
-        rest.removeAll { $0 == key }
-        if first == key { first = rest.isEmpty ? nil : rest.removeFirst() }
+    /// Removes every occurrence of `mac`.
+    mutating func removeAll(_ mac: MACAddress) {
+        rest.removeAll { $0 == mac }
+        if first == mac { first = rest.isEmpty ? nil : rest.removeFirst() }
+    }
+
+    /// The holders as owners on `interface`.
+    func keys(on interface: InterfaceName) -> LazyMapSequence<Holders, OwnerKey> {
+        lazy.map { OwnerKey(interface: interface, primaryMAC: $0) }
     }
 
     func makeIterator() -> Iterator { Iterator(holders: self) }
@@ -126,7 +149,7 @@ struct Holders: Sequence, ExpressibleByArrayLiteral, Sendable {
         let holders: Holders
         var position = -1
 
-        mutating func next() -> OwnerKey? {
+        mutating func next() -> MACAddress? {
             defer { position += 1 }
             return position < 0 ? holders.first : position < holders.rest.count ? holders.rest[position] : nil
         }

@@ -97,6 +97,21 @@ struct MulticastKey: Hashable, Sendable {
     var ipv6: Bool
 }
 
+/// A held name as the indexes of names (`SleepProxyCore.heldNames`, `uniqueNames`) see it: a digest of the
+/// interface and the name folded to lower case. Names that differ only in case have the same digest; the rare
+/// different names with the same digest share a list of holders, and whoever looks a name up checks the holders'
+/// own records for it.
+struct NameDigest: Hashable, Sendable {
+    let value: Int
+
+    init(_ name: DNSName, interface: InterfaceName) {
+        var hasher = Hasher()
+        hasher.combine(interface)
+        name.hashIgnoringCase(into: &hasher)
+        value = hasher.finalize()
+    }
+}
+
 /// A held record as the index of holders (`SleepProxyCore.heldRecords`) sees it: a digest of the interface, the
 /// name folded to lower case, the type and the RDATA. Records that are the same (`sameRecord`) have the same
 /// digest; the rare different records with the same digest share a list of holders, and whoever looks a record
@@ -245,8 +260,8 @@ extension SleepProxyCore {
     /// it (verified, not being woken for), a negative answer for such a name, or a record of our own advertisement.
     func isAnswered(_ record: DNSRecord, digest: RecordDigest, interface: InterfaceName, now: UnixTime) -> Bool {
         if record.type == .nsec, uniqueTypes(of: record.name, interface: interface, now: now) != nil { return true }
-        if let holders = heldRecords[digest] {
-            for key in holders where hosts.holds(record, key: key, answeringAt: now) { return true }
+        for key in holders(of: digest, on: interface) where hosts.holds(record, key: key, answeringAt: now) {
+            return true
         }
         return advertisementLookup(record.name, type: record.type, interface: interface).contains(record)
     }
@@ -254,10 +269,10 @@ extension SleepProxyCore {
     /// Whether more than `count` copies of `record` (name in any case, same type and RDATA) are held on
     /// `interface`, counting each holder's copies; stops counting once there are.
     func isHeld(_ record: DNSRecord, moreThan count: Int, interface: InterfaceName) -> Bool {
-        guard let holders = heldRecords[RecordDigest(record, interface: interface)] else { return false }
         var copies = 0
         var counted = Set<OwnerKey>()
-        for key in holders where counted.insert(key).inserted {
+        for key in holders(of: RecordDigest(record, interface: interface), on: interface)
+        where counted.insert(key).inserted {
             for held in hosts[key]?.owner.records ?? [] where RecordDigest.sameRecord(held.record, record) {
                 copies += 1
                 if copies > count { return true }

@@ -113,7 +113,7 @@ extension SleepProxyCore {
         var actions: [Action] = []
         var seen = Set<OwnerKey>()
         for record in claimed {
-            for key in heldNames[UniqueName(interface: packet.interface, name: record.name.lowercased())] ?? [] {
+            for key in holders(of: record.name, on: packet.interface) {
                 guard let host = hosts[key], host.owner.wakeMAC == mac, seen.insert(key).inserted else { continue }
                 if isProbe {
                     actions += drop(

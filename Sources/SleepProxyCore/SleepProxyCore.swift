@@ -25,10 +25,12 @@ public struct SleepProxyCore: Sendable {
     private var hostStepQueue = ExpiryQueue()
     /// Records held by all owners together.
     public private(set) var recordCount = 0
-    /// Unique names (see `HeldRecord.claimsUniqueName`) to the owner holding them, per interface.
-    private var uniqueNames: [UniqueName: OwnerKey] = [:]
-    /// Every held name (folded to lower case) to the owners holding records with it, for answering queries.
-    var heldNames: [UniqueName: Holders] = [:] {
+    /// Unique names (see `HeldRecord.claimsUniqueName`), by digest, to the owners whose records claim them, in
+    /// the order they came: the first that still claims it holds it (`uniqueHolder`).
+    private var uniqueNames: [NameDigest: Holders] = [:]
+    /// Every held name, by digest (interface and name folded to lower case), to the owners holding records with
+    /// it, for answering queries: an entry is a number and a list, not a copy of the name.
+    var heldNames: [NameDigest: Holders] = [:] {
         didSet { forgetAnswers() }
     }
     /// Answers to recent questions (see `cachedAnswer`), emptied whenever held hosts, held names or the
@@ -112,12 +114,6 @@ public struct SleepProxyCore: Sendable {
         var records: [DNSRecord]
         /// The additional records for all of `records`, once a reply needed them.
         var additionals: [DNSRecord]?
-    }
-
-    struct UniqueName: Hashable, Sendable {
-        var interface: InterfaceName
-        /// The name folded to lower case.
-        var name: DNSName
     }
 
     /// `seed` makes the random answer delays repeatable; the shell passes a random one.
@@ -323,12 +319,12 @@ public struct SleepProxyCore: Sendable {
         let owner = host.owner
         hosts[owner.key] = host
         recordCount += owner.records.count
+        let mac = owner.key.primaryMAC
         for held in owner.records {
-            heldRecords[RecordDigest(held.record, interface: owner.key.interface), default: []].append(owner.key)
-            let name = UniqueName(interface: owner.key.interface, name: held.record.name.lowercased())
-            // The owner's records are indexed one after another: a name it holds already has it last.
-            Self.appendUnlessLast(owner.key, to: &heldNames[name, default: []])
-            if HeldRecord.claimsUniqueName(held.record), uniqueNames[name] == nil { uniqueNames[name] = owner.key }
+            heldRecords[RecordDigest(held.record, interface: owner.key.interface), default: []].append(mac)
+            let name = NameDigest(held.record.name, interface: owner.key.interface)
+            heldNames[name, default: []].appendUnlessLast(mac)
+            if HeldRecord.claimsUniqueName(held.record) { uniqueNames[name, default: []].appendUnlessLast(mac) }
         }
         if let expiry = owner.expiresAt {
             expiries[owner.key] = expiry
@@ -338,34 +334,33 @@ public struct SleepProxyCore: Sendable {
         expiryQueue.dropStale { expiries[$0] }
     }
 
-    private static func appendUnlessLast(_ key: OwnerKey, to list: inout Holders) {
-        if list.last != key { list.append(key) }
-    }
-
     /// Takes a host out of the table and every index; its take-overs are the caller's to stop first.
     @discardableResult
     mutating func remove(_ key: OwnerKey) -> HeldHost? {
         guard let host = hosts.removeValue(forKey: key) else { return nil }
         let owner = host.owner
+        let mac = key.primaryMAC
         recordCount -= owner.records.count
-        var names = Set<UniqueName>()
+        var names = Set<NameDigest>()
+        var claimed = Set<NameDigest>()
         for held in owner.records {
-            let name = held.record.name.lowercased()
-            names.insert(UniqueName(interface: key.interface, name: name))
+            let name = NameDigest(held.record.name, interface: key.interface)
+            names.insert(name)
+            if HeldRecord.claimsUniqueName(held.record) { claimed.insert(name) }
             let digest = RecordDigest(held.record, interface: key.interface)
-            heldRecords[digest]?.removeFirst(key)
+            heldRecords[digest]?.removeFirst(mac)
             if heldRecords[digest]?.isEmpty == true { heldRecords[digest] = nil }
         }
         for name in names {
-            heldNames[name]?.removeAll(key)
+            heldNames[name]?.removeAll(mac)
             if heldNames[name]?.isEmpty == true { heldNames[name] = nil }
+        }
+        for name in claimed {
+            uniqueNames[name]?.removeAll(mac)
+            if uniqueNames[name]?.isEmpty == true { uniqueNames[name] = nil }
         }
         expiries[key] = nil
         expiryQueue.dropStale { expiries[$0] }
-        for held in owner.records where HeldRecord.claimsUniqueName(held.record) {
-            let name = UniqueName(interface: key.interface, name: held.record.name.lowercased())
-            if uniqueNames[name] == key { uniqueNames[name] = nil }
-        }
         return host
     }
 
@@ -380,7 +375,20 @@ public struct SleepProxyCore: Sendable {
 
     /// The owner holding the unique `name` on `interface`, if any.
     func uniqueHolder(of name: DNSName, on interface: InterfaceName) -> OwnerKey? {
-        uniqueNames[UniqueName(interface: interface, name: name.lowercased())]
+        guard let claimants = uniqueNames[NameDigest(name, interface: interface)] else { return nil }
+        return claimants.keys(on: interface).first { hosts.claims(name, key: $0) }
+    }
+
+    /// The owners holding records named `name` (in any case) on `interface`; some may hold only names with the
+    /// same digest, so each holder's records are to be checked for the name.
+    func holders(of name: DNSName, on interface: InterfaceName) -> LazyMapSequence<Holders, OwnerKey> {
+        (heldNames[NameDigest(name, interface: interface)] ?? []).keys(on: interface)
+    }
+
+    /// The owners holding a record of digest `digest` on `interface` (once per copy); each holder's records are to
+    /// be checked for the record.
+    func holders(of digest: RecordDigest, on interface: InterfaceName) -> LazyMapSequence<Holders, OwnerKey> {
+        (heldRecords[digest] ?? []).keys(on: interface)
     }
 }
 
