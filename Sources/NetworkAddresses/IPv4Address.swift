@@ -15,17 +15,31 @@ public struct IPv4Address: Hashable, Sendable, Comparable {
     }
 
     /// Parses dotted-quad text (`10.77.0.1`); no leading zeros beyond a single `0`, no shortcuts.
+    /// One pass over the UTF-8 bytes: the lease store reads one address per held host at start-up.
     public init?(_ text: some StringProtocol) {
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4 else { return nil }
         var result: UInt32 = 0
-        for part in parts {
-            guard !part.isEmpty, part.count <= 3, part.allSatisfy(\.isASCII), part.allSatisfy(\.isNumber),
-                part.count == 1 || part.first != "0", let octet = UInt8(part)
-            else { return nil }
-            result = result << 8 | UInt32(octet)
+        var dots = 0
+        var octet: UInt32 = 0
+        var digits = 0
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: ".") {
+                guard digits > 0, dots < 3 else { return nil }
+                result = result << 8 | octet
+                dots += 1
+                octet = 0
+                digits = 0
+            } else if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
+                // At most three digits, no leading zero, at most 255.
+                guard digits < 3, digits == 0 || octet != 0 else { return nil }
+                octet = octet * 10 + UInt32(byte - UInt8(ascii: "0"))
+                guard octet <= 255 else { return nil }
+                digits += 1
+            } else {
+                return nil
+            }
         }
-        value = result
+        guard dots == 3, digits > 0 else { return nil }
+        value = result << 8 | octet
     }
 
     public static let any = IPv4Address(value: 0)

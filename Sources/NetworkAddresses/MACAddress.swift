@@ -8,6 +8,8 @@ public struct MACAddress: Hashable, Sendable, Comparable {
     }
 
     /// Reads six bytes; returns nil when `bytes` does not hold exactly six.
+    /// Inlinable, so that it is specialized where it is called (the lease store reads two per held host).
+    @inlinable
     public init?(bytes: some Collection<UInt8>) {
         guard bytes.count == 6 else { return nil }
         var i = bytes.startIndex

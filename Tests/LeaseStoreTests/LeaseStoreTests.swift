@@ -376,7 +376,10 @@ struct EventTests {
 }
 
 struct EndpointTextTests {
-    @Test(arguments: ["10.77.0.2:5353", "[fe80::1]:5353", "[2001:db8::1:0:0:1]:0", "0.0.0.0:65535", "[::]:1"])
+    @Test(arguments: [
+        "10.77.0.2:5353", "[fe80::1]:5353", "[2001:db8::1:0:0:1]:0", "0.0.0.0:65535", "[::]:1", "255.255.255.255:1",
+        "10.0.100.0:53",
+    ])
     func parsesWhatDescriptionWrites(text: String) throws {
         let endpoint = try #require(Endpoint(parsing: text))
         #expect(endpoint.description == text)
@@ -386,6 +389,9 @@ struct EndpointTextTests {
         "", "10.77.0.2", "10.77.0.2:", "10.77.0.2:65536", "10.77.0.2:+53", "10.77.0.2:-1", "fe80::1:5353",
         "[fe80::1]", "[fe80::1]5353", "[fe80::1%eth0]:5353", "[10.0.0.1]:53", "host:53", "10.77.0.2:5353x",
         "[fe80::1]:123456",
+        // IPv4 in dotted-quad form only: four parts of one to three ASCII digits, no leading zero, at most 255.
+        "010.77.0.2:53", "00.1.2.3:53", "256.0.0.1:53", "1.2.3:53", "1.2.3.4.5:53", "1..2.3:53", ".1.2.3:53",
+        "1.2.3.:53", "1.2.3.1000:53", "1.2.3.0x1:53", "\u{FF11}.2.3.4:53", "1.2.3.4 :53",
     ])
     func rejectsOtherText(text: String) {
         #expect(Endpoint(parsing: text) == nil)
