@@ -32,7 +32,7 @@ public struct DNSName: @unchecked Sendable {
 
     /// Calls `body` with the wire form.
     @inline(__always)
-    func withWire<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+    public func withWire<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
         try storage.withUnsafeMutablePointerToElements { pointer in
             try body(UnsafeBufferPointer(start: pointer + start, count: wireLength))
         }

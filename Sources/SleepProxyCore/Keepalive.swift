@@ -58,7 +58,10 @@ extension SleepProxyCore {
         guard let host = hosts[key], configuration.keepaliveOffload else { return [] }
         var actions: [Action] = []
         var kept: [KeepaliveConnection.Key: KeptConnection] = [:]
-        for held in host.owner.records {
+        // Only NULL records can be keepalive records: the others are passed over without a copy.
+        let records = host.owner.records
+        for index in records.indices where records[index].record.type == .null {
+            let held = records[index]
             guard let parsed = KeepaliveRecord.parse(held.record) else { continue }
             switch parsed {
             case .success(let connection):

@@ -157,8 +157,13 @@ public struct Owner: Hashable, Sendable {
     }
 
     /// The addresses to take over, from the reverse-mapping PTRs (never from A or AAAA records).
+    /// In the order of the records, each once; only PTR records are looked at, none is copied.
     public var proxiedAddresses: [IPAddress] {
-        var seen = Set<IPAddress>()
-        return records.compactMap(\.proxiedAddress).filter { seen.insert($0).inserted }
+        var addresses: [IPAddress] = []
+        for index in records.indices where records[index].record.type == .ptr {
+            guard let address = records[index].proxiedAddress, !addresses.contains(address) else { continue }
+            addresses.append(address)
+        }
+        return addresses
     }
 }

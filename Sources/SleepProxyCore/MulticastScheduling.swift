@@ -120,9 +120,13 @@ struct RecordDigest: Hashable, Sendable {
     let value: Int
 
     init(_ record: DNSRecord, interface: InterfaceName) {
+        self.init(record, name: NameDigest(record.name, interface: interface))
+    }
+
+    /// The digest of `record`, whose name's digest (`NameDigest`, which covers the interface) is `name`.
+    init(_ record: DNSRecord, name: NameDigest) {
         var hasher = Hasher()
-        hasher.combine(interface)
-        record.name.hashIgnoringCase(into: &hasher)
+        hasher.combine(name.value)
         hasher.combine(record.type)
         hasher.combine(record.rdata)
         value = hasher.finalize()

@@ -449,8 +449,10 @@ extension SleepProxyCore {
     /// Unique records (other than reverse mappings, whose probing is the address take-over) are probed silently
     /// before they are answered: the host may still be answering for them (PROTOCOL.md section 3.1).
     static func initialProbes(for records: [DNSRecord], now: UnixTime) -> [RecordIdentity: RecordProbe] {
-        var probes: [RecordIdentity: RecordProbe] = [:]
-        for record in records where record.cacheFlush && ReverseMapping.address(of: record) == nil {
+        let probed = records.filter { $0.cacheFlush && ReverseMapping.address(of: $0) == nil }
+        // Sized once: a restore builds one table per host.
+        var probes = [RecordIdentity: RecordProbe](minimumCapacity: probed.count)
+        for record in probed {
             probes[RecordIdentity(record)] = RecordProbe(started: now, announcements: 2, afterConflict: false)
         }
         return probes

@@ -12,39 +12,47 @@ public enum ReverseMapping {
     /// The address of a reverse-mapping name, or nil when the name is not one. Reads the wire form in place:
     /// every PTR of every registration passes through here.
     public static func address(of name: DNSName) -> IPAddress? {
-        let wire = name.wire
-        // 4 one-to-three-digit labels + "in-addr" + "arpa": 4 * 2..4 + 8 + 5 + 1 bytes.
-        if wire.count >= 22, wire.count <= 30, hasSuffix(wire, inAddrArpa) {
-            var octets: [UInt8] = []
-            var i = 0
-            for _ in 0..<4 {
-                let length = Int(wire[i])
-                guard (1...3).contains(length), i + length < wire.count - inAddrArpa.count else { return nil }
-                var value = 0
-                for k in 1...length {
-                    let digit = wire[i + k]
-                    guard (0x30...0x39).contains(digit), !(k == 1 && digit == 0x30 && length > 1) else { return nil }
-                    value = value * 10 + Int(digit - 0x30)
+        name.withWire { wire in
+            // 4 one-to-three-digit labels + "in-addr" + "arpa": 4 * 2..4 + 8 + 5 + 1 bytes.
+            if wire.count >= 22, wire.count <= 30, hasSuffix(wire, inAddrArpa) {
+                var value: UInt32 = 0
+                var i = 0
+                for octet in 0..<4 {
+                    let length = Int(wire[i])
+                    guard (1...3).contains(length), i + length < wire.count - inAddrArpa.count else { return nil }
+                    var number: UInt32 = 0
+                    for k in 1...length {
+                        let digit = wire[i + k]
+                        guard (0x30...0x39).contains(digit), !(k == 1 && digit == 0x30 && length > 1) else {
+                            return nil
+                        }
+                        number = number * 10 + UInt32(digit - 0x30)
+                    }
+                    guard number <= 255 else { return nil }
+                    // The first label is the last byte of the address.
+                    value |= number << (8 * UInt32(octet))
+                    i += length + 1
                 }
-                guard value <= 255 else { return nil }
-                octets.append(UInt8(value))
-                i += length + 1
+                guard i == wire.count - inAddrArpa.count else { return nil }
+                return .v4(IPv4Address(value: value))
             }
-            guard i == wire.count - inAddrArpa.count else { return nil }
-            return IPAddress(bytes: octets.reversed())
-        }
-        // 32 one-nibble labels + "ip6" + "arpa".
-        if wire.count == 64 + ip6Arpa.count, hasSuffix(wire, ip6Arpa) {
-            var bytes = [UInt8](repeating: 0, count: 16)
-            for nibble in 0..<32 {
-                guard wire[2 * nibble] == 1, let value = hexValue(wire[2 * nibble + 1]) else { return nil }
-                // The first label is the lowest nibble of the last byte.
-                let index = 15 - nibble / 2
-                bytes[index] |= nibble % 2 == 0 ? value : value << 4
+            // 32 one-nibble labels + "ip6" + "arpa".
+            if wire.count == 64 + ip6Arpa.count, hasSuffix(wire, ip6Arpa) {
+                var high: UInt64 = 0
+                var low: UInt64 = 0
+                for nibble in 0..<32 {
+                    guard wire[2 * nibble] == 1, let digit = hexValue(wire[2 * nibble + 1]) else { return nil }
+                    // The first label is the lowest nibble of the address.
+                    if nibble < 16 {
+                        low |= UInt64(digit) << (4 * UInt64(nibble))
+                    } else {
+                        high |= UInt64(digit) << (4 * UInt64(nibble - 16))
+                    }
+                }
+                return .v6(IPv6Address(high: high, low: low))
             }
-            return IPAddress(bytes: bytes)
+            return nil
         }
-        return nil
     }
 
     /// `in-addr.arpa.` and `ip6.arpa.` in wire form, lower case.
@@ -52,7 +60,7 @@ public enum ReverseMapping {
     private static let ip6Arpa: [UInt8] = [3] + Array("ip6".utf8) + [4] + Array("arpa".utf8) + [0]
 
     /// Whether `wire` ends with `suffix` (lower-case wire form), ignoring ASCII case.
-    private static func hasSuffix(_ wire: [UInt8], _ suffix: [UInt8]) -> Bool {
+    private static func hasSuffix(_ wire: UnsafeBufferPointer<UInt8>, _ suffix: [UInt8]) -> Bool {
         let offset = wire.count - suffix.count
         for k in 0..<suffix.count {
             let byte = wire[offset + k]

@@ -51,6 +51,9 @@ public struct SleepProxyCore: Sendable {
     /// The same addresses per interface, sorted: the list the capture watches, kept up to date as addresses
     /// come and go rather than sorted again for every registration.
     var proxiedLists: [InterfaceName: [IPAddress]] = [:]
+    /// Lists appended to, unsorted, while address changes are deferred (a restore, a batch of registrations):
+    /// sorted once at the end, not shifted for every address.
+    var unsortedProxiedLists: Set<InterfaceName> = []
     /// Held addresses per solicited-node group: two addresses can share one, joined once.
     var groupUsers: [GroupKey: Int] = [:]
     /// Multicast responses and announcements waiting for their time (random delays, the second announcement).
@@ -321,8 +324,8 @@ public struct SleepProxyCore: Sendable {
         recordCount += owner.records.count
         let mac = owner.key.primaryMAC
         for held in owner.records {
-            heldRecords[RecordDigest(held.record, interface: owner.key.interface), default: []].append(mac)
             let name = NameDigest(held.record.name, interface: owner.key.interface)
+            heldRecords[RecordDigest(held.record, name: name), default: []].append(mac)
             heldNames[name, default: []].appendUnlessLast(mac)
             if HeldRecord.claimsUniqueName(held.record) { uniqueNames[name, default: []].appendUnlessLast(mac) }
         }
@@ -347,7 +350,7 @@ public struct SleepProxyCore: Sendable {
             let name = NameDigest(held.record.name, interface: key.interface)
             names.insert(name)
             if HeldRecord.claimsUniqueName(held.record) { claimed.insert(name) }
-            let digest = RecordDigest(held.record, interface: key.interface)
+            let digest = RecordDigest(held.record, name: name)
             heldRecords[digest]?.removeFirst(mac)
             if heldRecords[digest]?.isEmpty == true { heldRecords[digest] = nil }
         }

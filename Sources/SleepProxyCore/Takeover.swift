@@ -78,7 +78,12 @@ extension SleepProxyCore {
             // An address another owner already holds stays with it (a name hijack was refused already).
             if let other = heldAddresses[held], other != key { continue }
             if heldAddresses.updateValue(key, forKey: held) == nil {
-                proxiedLists[key.interface, default: []].insertSorted(address)
+                if deferredAddressChanges != nil {
+                    proxiedLists[key.interface, default: []].append(address)
+                    unsortedProxiedLists.insert(key.interface)
+                } else {
+                    proxiedLists[key.interface, default: []].insertSorted(address)
+                }
             }
             current[address] = AddressTakeover(phase: .probing(sent: 0), next: now + TakeoverTiming.firstProbe)
             if case .v6(let v6) = address {
@@ -133,6 +138,7 @@ extension SleepProxyCore {
     mutating func endDeferredAddressChanges() -> [Action] {
         let changed = deferredAddressChanges ?? []
         deferredAddressChanges = nil
+        for interface in unsortedProxiedLists { sortProxiedList(on: interface) }
         return changed.sorted().map { .proxiedAddressesChanged($0, proxiedAddresses(on: $0)) }
     }
 
@@ -141,6 +147,7 @@ extension SleepProxyCore {
         let held = NeighbourKey(interface: key.interface, address: address)
         if heldAddresses[held] == key {
             heldAddresses[held] = nil
+            sortProxiedList(on: key.interface)
             proxiedLists[key.interface]?.removeSorted(address)
             if proxiedLists[key.interface]?.isEmpty == true { proxiedLists[key.interface] = nil }
         }
@@ -172,7 +179,14 @@ extension SleepProxyCore {
 
     /// The addresses the proxy holds on `interface`: what the capture must watch.
     public func proxiedAddresses(on interface: InterfaceName) -> [IPAddress] {
-        proxiedLists[interface] ?? []
+        let list = proxiedLists[interface] ?? []
+        return unsortedProxiedLists.contains(interface) ? list.sorted() : list
+    }
+
+    /// Sorts the list of `interface` if addresses were appended to it unsorted.
+    private mutating func sortProxiedList(on interface: InterfaceName) {
+        guard unsortedProxiedLists.remove(interface) != nil else { return }
+        proxiedLists[interface]?.sort()
     }
 
     /// The owner holding `address` on `interface`, if any: one lookup, for every captured packet.

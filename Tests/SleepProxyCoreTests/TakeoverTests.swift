@@ -101,10 +101,13 @@ struct TakeoverTests {
         let first: [IPAddress] = [41, 12, 33].map { .v4(IPv4Address(10, 77, 0, $0)) }.sorted()
         #expect(lists == [first])
 
+        // Within a batch the list is appended to and sorted at the end; an address that goes meanwhile (host 1
+        // wakes and sleeps again with another) is taken out of it all the same.
         let next = harness.core.handleRegistrations(
-            [datagram(4, address: 50), datagram(1, address: 42, sequence: 2)], now: harness.now)
+            (0..<4).map { datagram(10 + $0, address: UInt8(5 + $0)) } + [datagram(1, address: 42, sequence: 2)],
+            now: harness.now)
         let after = next.compactMap { if case .proxiedAddressesChanged(_, let list) = $0 { list } else { nil } }
-        let second: [IPAddress] = [42, 12, 33, 50].map { .v4(IPv4Address(10, 77, 0, $0)) }.sorted()
+        let second: [IPAddress] = [42, 12, 33, 5, 6, 7, 8].map { .v4(IPv4Address(10, 77, 0, $0)) }.sorted()
         #expect(after == [second])
         #expect(harness.core.proxiedAddresses(on: "eth0") == second)
         // A batch of one is a single registration: its list comes with it.
