@@ -116,6 +116,23 @@ extension SleepProxyCore {
                 }
             }
         }
+        // A legacy-unicast reply asked for again (a resolver polling a name): the bytes made last time, with this
+        // query's ID. They hold nothing but the question, the cached records and their additional records.
+        let reusable: AnswerCacheKey? =
+            if packet.isLegacyUnicast, knownAnswers.isEmpty, let single, !unicast.isEmpty,
+                answerCache[single]?.records.count == unicast.count
+            {
+                single
+            } else {
+                nil
+            }
+        if let reusable, let cached = answerCache[reusable]?.legacyReply, cached.question == message.questions[0] {
+            var bytes = cached.bytes
+            bytes[0] = UInt8(message.id >> 8)
+            bytes[1] = UInt8(truncatingIfNeeded: message.id)
+            actions.append(.sendMDNS(unicastReply(bytes, to: packet)))
+            unicast = []
+        }
         if !unicast.isEmpty {
             let additionals: [DNSRecord]
             if let single, let cached = answerCache[single], cached.records.count == unicast.count {
@@ -145,14 +162,12 @@ extension SleepProxyCore {
                     id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: unicast,
                     additionals: additionals)
             }
-            for bytes in Self.encode(reply, truncateIfTooLarge: packet.isLegacyUnicast) {
-                actions.append(
-                    .sendMDNS(
-                        MDNSTransmission(
-                            interface: packet.interface, bytes: bytes, destination: packet.source,
-                            destinationScopeID: packet.sourceScopeID,
-                            source: directUnicast && !isHeldAddress(packet.destination, on: packet.interface)
-                                ? packet.destination : nil)))
+            let messages = Self.encode(reply, truncateIfTooLarge: packet.isLegacyUnicast)
+            if let reusable, messages.count == 1 {
+                answerCache[reusable]?.legacyReply = (message.questions[0], messages[0])
+            }
+            for bytes in messages {
+                actions.append(.sendMDNS(unicastReply(bytes, to: packet)))
             }
         }
         if !multicast.isEmpty, pendingResponses.count >= configuration.maximumPendingResponses {
@@ -181,6 +196,16 @@ extension SleepProxyCore {
             if delay == .zero { actions += sendDueResponses(now: now) }
         }
         return actions
+    }
+
+    /// A unicast reply to the sender of `packet`, from the address it was sent to when that is one of ours (not a
+    /// held address: those are answered from the interface's own).
+    func unicastReply(_ bytes: [UInt8], to packet: MDNSPacket) -> MDNSTransmission {
+        MDNSTransmission(
+            interface: packet.interface, bytes: bytes, destination: packet.source,
+            destinationScopeID: packet.sourceScopeID,
+            source: !isMulticast(packet.destination) && !isHeldAddress(packet.destination, on: packet.interface)
+                ? packet.destination : nil)
     }
 
     /// The answer to a question (held records, or the NSEC saying a unique name lacks the type), from the cache

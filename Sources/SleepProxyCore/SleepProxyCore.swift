@@ -117,6 +117,9 @@ public struct SleepProxyCore: Sendable {
         var records: [DNSRecord]
         /// The additional records for all of `records`, once a reply needed them.
         var additionals: [DNSRecord]?
+        /// The encoded legacy-unicast reply to the one question asked exactly so (name in the case it was asked),
+        /// without known answers: the next such query gets a copy with its own ID.
+        var legacyReply: (question: DNSQuestion, bytes: [UInt8])?
     }
 
     /// `seed` makes the random answer delays repeatable; the shell passes a random one.

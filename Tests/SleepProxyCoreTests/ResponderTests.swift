@@ -167,6 +167,36 @@ struct ResponderTests {
         #expect(try ask("sleepy._ssh._tcp.local.", .srv) == nil)
     }
 
+    /// A resolver asking the same question again gets the same reply with its own ID, made once; the question is
+    /// echoed as asked, and a change of what is held changes the reply.
+    @Test func aRepeatedLegacyQueryGetsTheSameReplyWithItsOwnID() throws {
+        var harness = TakeoverTests.taken()
+        let querier = Endpoint(address: .v4(IPv4Address(10, 77, 0, 3)), port: 40_000)
+        func ask(_ id: UInt16, _ name: DNSName) throws -> [UInt8] {
+            let actions = harness.mdns(Query.bytes(id: id, name, .a), from: querier, to: Harness.proxyIPv4)
+            return try #require(actions.transmissions.first).bytes
+        }
+        let first = try ask(7, "sleepy.local.")
+        let second = try ask(8, "sleepy.local.")
+        #expect(Array(second.prefix(2)) == [0, 8])
+        #expect(second.dropFirst(2) == first.dropFirst(2))
+        let decoded = try DNSMessage(decoding: second)
+        #expect(decoded.id == 8 && decoded.questions.map(\.name) == ["sleepy.local."])
+        #expect(decoded.answers.map(\.rdata) == [.a(TakeoverTests.ipv4)])
+        let shouted = try DNSMessage(decoding: try ask(9, "SLEEPY.local."))
+        #expect(shouted.questions.map(\.name.description) == ["SLEEPY.local."])
+        #expect(shouted.answers == decoded.answers)
+
+        let moved = IPv4Address(10, 77, 0, 22)
+        harness.register(
+            Update.bytes(
+                records: Update.host("sleepy", ipv4: moved),
+                owner: OwnerOption(sequence: 2, primaryMAC: TakeoverTests.sleeperMAC)))
+        harness.run(until: harness.now + .seconds(12))
+        let after = try DNSMessage(decoding: try ask(10, "sleepy.local."))
+        #expect(after.id == 10 && after.answers.map(\.rdata) == [.a(moved)])
+    }
+
     @Test func unicastResponseBitIsAnsweredByUnicast() throws {
         var harness = Self.holding()
         let actions = harness.mdns(Query.bytes(Self.instance, .srv, unicast: true))
