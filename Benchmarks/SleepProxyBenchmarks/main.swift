@@ -90,7 +90,9 @@ if arguments.count == 2, arguments[0] == "restore" {
     exit(0)
 }
 let selected = Set(arguments)
-let standard: Set = ["decode", "encode", "roundtrip", "registrations", "store", "mdns", "wake", "scaling"]
+let standard: Set = [
+    "decode", "encode", "roundtrip", "registrations", "store", "wakecore", "mdns", "wake", "scaling",
+]
 let unknown = selected.subtracting(standard).subtracting(["capture", "flood"])
 guard unknown.isEmpty else {
     FileHandle.standardError.write(
@@ -133,6 +135,9 @@ if wanted("registrations") {
 }
 if wanted("store") {
     try runLeaseStoreBenchmarks()
+}
+if wanted("wakecore") {
+    try runWakeCoreBenchmark()
 }
 // The lab benchmarks need root (network namespaces) and say so, and what else is missing, when they skip.
 if wanted("mdns") {
