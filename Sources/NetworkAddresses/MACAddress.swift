@@ -69,8 +69,18 @@ public struct MACAddress: Hashable, Sendable, Comparable {
 
 extension MACAddress: CustomStringConvertible {
     /// Lower-case, colon separated: `02:77:00:00:00:01`.
+    /// `aa:bb:cc:dd:ee:ff`, lower case: written in place (every wake's log line and event names a MAC).
     public var description: String {
-        array.map { hex2($0) }.joined(separator: ":")
+        let bytes = array
+        return String(unsafeUninitializedCapacity: 17) { text in
+            func digit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x57 + nibble }
+            for (index, byte) in bytes.enumerated() {
+                if index > 0 { text[index * 3 - 1] = UInt8(ascii: ":") }
+                text[index * 3] = digit(byte >> 4)
+                text[index * 3 + 1] = digit(byte & 0x0F)
+            }
+            return 17
+        }
     }
 }
 

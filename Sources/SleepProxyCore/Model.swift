@@ -140,6 +140,17 @@ public struct Owner: Hashable, Sendable {
         return names
     }
 
+    /// The first of `hostNames`, found without the others: how a host is named in log lines and events.
+    public var firstHostName: String? {
+        for index in records.indices where records[index].record.type == .a || records[index].record.type == .aaaa {
+            return Self.text(records[index].record.name)
+        }
+        for index in records.indices {
+            if case .srv(let srv) = records[index].record.rdata { return Self.text(srv.target) }
+        }
+        return nil
+    }
+
     /// The host's service instances (`iMac._ssh._tcp.local`): the names of its SRV records, each once.
     public var serviceInstances: [String] {
         var seen = Set<String>()

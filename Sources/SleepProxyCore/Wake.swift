@@ -264,7 +264,7 @@ extension SleepProxyCore {
 
     /// How events name a host: its first host name (`imac.local`), or its key when it registered none.
     static func displayName(of owner: Owner) -> String {
-        owner.hostNames.first ?? owner.key.description
+        owner.firstHostName ?? owner.key.description
     }
 
     static let remoteDesktopPort: UInt16 = 3283
@@ -340,7 +340,7 @@ extension SleepProxyCore {
         // after every action that does not wait for the disk) need not hold them up.
         actions = advanceWake(of: key, now: now) + actions
         // One info line per wake: the host, then the trigger with its source and port.
-        let name = host.owner.hostNames.first.map { "\($0) " } ?? ""
+        let name = host.owner.firstHostName.map { "\($0) " } ?? ""
         actions += [.store(.appendEvent(event)), .log(.info, "waking \(name)(\(key)): \(reason)")]
         refreshHostDeadline()
         return actions
@@ -360,7 +360,7 @@ extension SleepProxyCore {
             .store(.appendEvent(event)),
             .log(
                 .info,
-                "would wake \(hosts[key]?.owner.hostNames.first.map { "\($0) " } ?? "")(\(key)) (wake.dry_run, no magic packet sent): \(reason)"
+                "would wake \(hosts[key]?.owner.firstHostName.map { "\($0) " } ?? "")(\(key)) (wake.dry_run, no magic packet sent): \(reason)"
             ),
         ]
     }

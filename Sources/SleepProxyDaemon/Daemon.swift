@@ -226,7 +226,7 @@ public final class Daemon: @unchecked Sendable {
     }
 
     func remember(_ owner: Owner) {
-        if let name = owner.hostNames.first { knownNames[owner.key.primaryMAC] = name }
+        if let name = owner.firstHostName { knownNames[owner.key.primaryMAC] = name }
     }
 
     /// After failed commits the store lacks what the core changed meanwhile (registrations held but not

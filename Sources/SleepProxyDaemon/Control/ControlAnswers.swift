@@ -101,7 +101,7 @@ extension Daemon {
     }
 
     func displayName(_ key: OwnerKey) -> String {
-        core.owners[key]?.hostNames.first ?? knownNames[key.primaryMAC] ?? key.primaryMAC.description
+        core.owners[key]?.firstHostName ?? knownNames[key.primaryMAC] ?? key.primaryMAC.description
     }
 
     func summary(of key: OwnerKey, now: UnixTime) -> HostSummary? {
@@ -116,7 +116,7 @@ extension Daemon {
             wakeReason = reason
         }
         return HostSummary(
-            name: owner.hostNames.first, ownerMAC: key.primaryMAC.description, wakeMAC: owner.wakeMAC.description,
+            name: owner.firstHostName, ownerMAC: key.primaryMAC.description, wakeMAC: owner.wakeMAC.description,
             interface: key.interface.rawValue, addresses: owner.proxiedAddresses.map(\.description),
             services: owner.serviceInstances, state: stateText, wakeReason: wakeReason,
             recordCount: owner.records.count, registeredAt: Self.date(owner.registeredAt),
@@ -229,7 +229,7 @@ extension Daemon {
             id: stored.id, time: Self.date(event.time), kind: event.kind.identifier,
             interface: event.interface.rawValue, ownerMAC: event.owner?.description,
             host: event.owner.flatMap { mac in
-                core.owners[OwnerKey(interface: event.interface, primaryMAC: mac)]?.hostNames.first ?? knownNames[mac]
+                core.owners[OwnerKey(interface: event.interface, primaryMAC: mac)]?.firstHostName ?? knownNames[mac]
             }, sourceAddress: event.source?.address.description, sourcePort: event.source.map { Int($0.port) },
             reason: event.reason?.identifier, detail: event.detail)
     }
