@@ -1,7 +1,8 @@
 // Benchmarks print `figure: value` lines. Run them with `make bench` (a release build, no other load).
 //
 //   SleepProxyBenchmarks                 the standard set (about ten minutes on two cores)
-//   SleepProxyBenchmarks decode mdns     some: decode, encode, roundtrip, registrations, store, mdns, wake, scaling
+//   SleepProxyBenchmarks decode mdns     some: decode, encode, roundtrip, registrations, store, wakecore, mdns,
+//                                        wake, scaling
 //   SleepProxyBenchmarks capture         a SYN flood past 4,096 held addresses; only when named
 //   SCALING_HOSTS=100,10000 ...          the scaling figures with other numbers of held hosts
 //   SleepProxyBenchmarks flood           hostile traffic for FLOOD_SECONDS (60); only when named (`make flood`)
