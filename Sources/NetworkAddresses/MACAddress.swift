@@ -68,8 +68,8 @@ public struct MACAddress: Hashable, Sendable, Comparable {
 }
 
 extension MACAddress: CustomStringConvertible {
-    /// Lower-case, colon separated: `02:77:00:00:00:01`.
-    /// `aa:bb:cc:dd:ee:ff`, lower case: written in place (every wake's log line and event names a MAC).
+    /// Lower-case, colon separated: `02:77:00:00:00:01`. Written in place: every wake's log line and event names
+    /// a MAC.
     public var description: String {
         let bytes = array
         return String(unsafeUninitializedCapacity: 17) { text in
@@ -82,9 +82,4 @@ extension MACAddress: CustomStringConvertible {
             return 17
         }
     }
-}
-
-func hex2(_ byte: UInt8) -> String {
-    let digits: [Character] = Array("0123456789abcdef")
-    return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
 }
