@@ -46,7 +46,10 @@ struct SleepingHostLabTests {
         _ = try lab.spawn(.waker, ["nc", "-z", "-w", "10", sleeper.ipv4, "22"])
         let frame = try await firstElement(of: nic.frames, within: .seconds(10), "a magic packet") { _ in true }
         #expect(try EthernetFrame(parsing: frame.bytes).magicPacket?.target == MACAddress(sleeper.macString))
-        #expect(daemon.stderr.contains("TCP SYN from \(lab.host(.waker).ipv4):"), "\(daemon.stderr)")
+        // The wake's log line follows its magic packets.
+        _ = try await eventually("the wake's log line", within: .seconds(5)) {
+            daemon.stderr.contains("TCP SYN from \(lab.host(.waker).ipv4):") ? true : nil
+        }
     }
 
     /// A Linux host with avahi-daemon registers through a third-party client, and its avahi answers a resolve
@@ -175,7 +178,10 @@ struct SleepingHostLabTests {
             _ = try lab.spawn(.proxy, ["nc", "-z", "-w", "10", sleeper.ipv4, "22"])
             let frame = try await firstElement(of: nic.frames, within: .seconds(10), "a magic packet") { _ in true }
             #expect(try EthernetFrame(parsing: frame.bytes).magicPacket?.target == MACAddress(sleeper.macString))
-            #expect(daemon.stderr.contains("TCP SYN from \(lab.host(.proxy).ipv4):"), "\(daemon.stderr)")
+            // The wake's log line follows its magic packets.
+            _ = try await eventually("the wake's log line", within: .seconds(5)) {
+                daemon.stderr.contains("TCP SYN from \(lab.host(.proxy).ipv4):") ? true : nil
+            }
         }
     }
 }

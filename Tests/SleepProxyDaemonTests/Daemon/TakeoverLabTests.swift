@@ -47,7 +47,10 @@ struct TakeoverLabTests {
             #expect(magic.header.source == proxyMAC)
             #expect(magic.header.destination == sleeperMAC)
             #expect(magic.magicPacket?.target == sleeperMAC)
-            #expect(daemon.stderr.contains("TCP SYN from 10.77.0.3:"), "\(daemon.stderr)")
+            // The wake's log line follows its magic packets.
+            _ = try await eventually("the wake's log line", within: .seconds(5)) {
+                daemon.stderr.contains("TCP SYN from 10.77.0.3:") ? true : nil
+            }
 
             // The host wakes as a Mac does: its addresses back, ssh listening, a gratuitous ARP, then its
             // announcement with OWNER and the next sequence number. The proxy lets go at once and silently, and
