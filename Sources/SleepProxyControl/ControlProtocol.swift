@@ -1,4 +1,8 @@
-public import Foundation
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// The control protocol between `sleepproxyd` and `sleepproxyctl`: newline-delimited JSON over a Unix stream
 /// socket. The client writes one `ControlRequest` line; the daemon answers with one `ControlResponse` line, or for

@@ -1,4 +1,8 @@
-public import Foundation
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
 
 /// What `sleepproxyctl wake` and `forget` print with `--json`: the daemon's sentence.
 public struct MessageReport: Codable, Hashable, Sendable {

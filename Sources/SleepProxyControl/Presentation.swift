@@ -1,9 +1,19 @@
-public import Foundation
+#if canImport(FoundationEssentials)
+    public import FoundationEssentials
+#else
+    public import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// How `sleepproxyctl` shows the daemon's answers to people: aligned tables, times relative to `now`, and colour
 /// only when asked for.
 ///
-/// Everything that depends on the moment or the place is a property (`now`, `timeZone`), so the same report
+/// Everything that depends on the moment or the place is a property (`now`, `clockZone`), so the same report
 /// always comes out the same.
 public struct Presentation: Sendable {
     /// The moment relative times count from.
@@ -11,14 +21,14 @@ public struct Presentation: Sendable {
     /// Whether to draw with ANSI colours and bold headers.
     public var colour: Bool
     /// The zone clock times are shown in.
-    public var timeZone: TimeZone
+    public var clockZone: ClockZone
     /// How many services the `hosts` table names before it says how many more there are.
     public var maximumServicesShown = 3
 
-    public init(now: Date = Date(), colour: Bool = false, timeZone: TimeZone = .current) {
+    public init(now: Date = Date(), colour: Bool = false, clockZone: ClockZone = .local) {
         self.now = now
         self.colour = colour
-        self.timeZone = timeZone
+        self.clockZone = clockZone
     }
 
     // MARK: Times
@@ -55,20 +65,18 @@ public struct Presentation: Sendable {
         Self.relative(date, to: now)
     }
 
-    /// A clock time in `timeZone`: `HH:mm:ss` when `date` falls on the same day as `now`, else
+    /// A clock time in `clockZone`: `HH:mm:ss` when `date` falls on the same day as `now`, else
     /// `yyyy-MM-dd HH:mm:ss`.
     public func clockTime(_ date: Date) -> String {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = timeZone
-        let fields: Set<Calendar.Component> = [.year, .month, .day, .hour, .minute, .second]
-        let parts = calendar.dateComponents(fields, from: date)
+        let parts = clockZone.fields(of: date)
         let time = "\(Self.pad(parts.hour, 2)):\(Self.pad(parts.minute, 2)):\(Self.pad(parts.second, 2))"
-        if calendar.isDate(date, inSameDayAs: now) { return time }
+        let today = clockZone.fields(of: now)
+        if (parts.year, parts.month, parts.day) == (today.year, today.month, today.day) { return time }
         return "\(Self.pad(parts.year, 4))-\(Self.pad(parts.month, 2))-\(Self.pad(parts.day, 2)) \(time)"
     }
 
-    private static func pad(_ value: Int?, _ width: Int) -> String {
-        let digits = String(value ?? 0)
+    private static func pad(_ value: Int, _ width: Int) -> String {
+        let digits = String(value)
         return String(repeating: "0", count: max(0, width - digits.count)) + digits
     }
 
@@ -327,5 +335,45 @@ public struct Presentation: Sendable {
             table.append([TextTable.Cell(label + ":"), value])
         }
         return table.rows.map { table.line($0, colour: colour) + "\n" }.joined()
+    }
+}
+
+/// Where clock times are read: the system's local time, or a fixed offset from UTC.
+///
+/// Local time is the C library's (`localtime_r`): the `TZ` variable, else `/etc/localtime`, as `date` shows it,
+/// with no time zone database of our own.
+public struct ClockZone: Hashable, Sendable {
+    private enum Code: Hashable, Sendable {
+        case local
+        case offset(seconds: Int)
+    }
+    private let code: Code
+
+    /// The system's local time, summer time included.
+    public static let local = ClockZone(code: .local)
+    /// Coordinated Universal Time.
+    public static let utc = ClockZone(code: .offset(seconds: 0))
+
+    /// A fixed offset east of UTC, in seconds (`7200` is UTC+2).
+    public static func fixed(secondsFromUTC: Int) -> ClockZone {
+        ClockZone(code: .offset(seconds: secondsFromUTC))
+    }
+
+    /// The calendar fields of `date` in this zone (whole seconds, rounded down).
+    func fields(of date: Date) -> (year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) {
+        let seconds = date.timeIntervalSince1970.rounded(.down)
+        var moment = tm()
+        switch code {
+        case .local:
+            var time = time_t(seconds)
+            localtime_r(&time, &moment)
+        case .offset(let offset):
+            var time = time_t(seconds) + time_t(offset)
+            gmtime_r(&time, &moment)
+        }
+        return (
+            Int(moment.tm_year) + 1900, Int(moment.tm_mon) + 1, Int(moment.tm_mday), Int(moment.tm_hour),
+            Int(moment.tm_min), Int(moment.tm_sec)
+        )
     }
 }

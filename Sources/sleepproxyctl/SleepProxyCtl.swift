@@ -1,6 +1,11 @@
 import ArgumentParser
-import Foundation
 import SleepProxyControl
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc

@@ -11,7 +11,7 @@ import Testing
 @Suite struct PresentationTests {
     /// 2025-06-15 15:06:40 UTC.
     static let now = Date(timeIntervalSince1970: 1_750_000_000)
-    static let presentation = Presentation(now: now, colour: false, timeZone: TimeZone(identifier: "UTC")!)
+    static let presentation = Presentation(now: now, colour: false, clockZone: .utc)
 
     static func at(_ offset: TimeInterval) -> Date { now.addingTimeInterval(offset) }
 
@@ -58,8 +58,10 @@ import Testing
         #expect(Self.presentation.clockTime(Self.at(-15 * 3_600)) == "00:06:40")
         #expect(Self.presentation.clockTime(Self.at(-16 * 3_600)) == "2025-06-14 23:06:40")
         var berlin = Self.presentation
-        berlin.timeZone = TimeZone(identifier: "Europe/Berlin")!
+        berlin.clockZone = .fixed(secondsFromUTC: 7_200)
         #expect(berlin.clockTime(Self.at(-60)) == "17:05:40")
+        // Late in the evening in UTC is the next day at UTC+2: the date shows.
+        #expect(berlin.clockTime(Self.at(8 * 3_600 + 60)) == "2025-06-16 01:07:40")
     }
 
     // MARK: Tables

@@ -1,9 +1,14 @@
 import DNSWire
-import Foundation
 import LeaseStore
 import NetworkAddresses
 import SleepProxyControl
 import SleepProxyCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// The daemon's answers to control requests: reports built from the core and the store, and the two commands
 /// that change something (`wake`, `forget`), which go through the core like any other input.
@@ -261,10 +266,12 @@ extension Daemon {
         case .srv(let srv): return "\(srv.priority) \(srv.weight) \(srv.port) \(srv.target)"
         case .txt(let txt):
             return txt.strings.map { string in
-                let text = String(decoding: string, as: UTF8.self)
-                return "\""
-                    + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-                    + "\""
+                var quoted = "\""
+                for character in String(decoding: string, as: UTF8.self) {
+                    if character == "\\" || character == "\"" { quoted.append("\\") }
+                    quoted.append(character)
+                }
+                return quoted + "\""
             }.joined(separator: " ")
         case .hinfo(let hinfo):
             return "\"\(String(decoding: hinfo.cpu, as: UTF8.self))\" \"\(String(decoding: hinfo.os, as: UTF8.self))\""

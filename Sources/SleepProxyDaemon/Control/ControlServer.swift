@@ -1,7 +1,13 @@
 public import Dispatch
-import Foundation
 public import Logging
 public import SleepProxyControl
+import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -41,7 +47,9 @@ public final class ControlServer: @unchecked Sendable {
         guard path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
             throw DaemonError(description: "control socket \(path): the path is too long for a Unix socket")
         }
-        let directory = (path as NSString).deletingLastPathComponent
+        // The directory part of the path, as dirname(1) has it ("" for a bare name).
+        let directory =
+            path.lastIndex(of: "/").map { slash in slash == path.startIndex ? "/" : String(path[..<slash]) } ?? ""
         if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
             do {
                 try FileManager.default.createDirectory(
@@ -390,18 +398,18 @@ public final class ControlConnection: @unchecked Sendable {
 }
 
 /// Closes a descriptor when the last dispatch source on it has been cancelled.
-private final class DescriptorCloser: @unchecked Sendable {
+private final class DescriptorCloser: Sendable {
     private let descriptor: Int32
-    private var remaining: Int
-    private let lock = NSLock()
+    /// Sources not cancelled yet.
+    private let remaining: Mutex<Int>
 
     init(descriptor: Int32, sources: Int) {
         self.descriptor = descriptor
-        remaining = sources
+        remaining = Mutex(sources)
     }
 
     func sourceCancelled() {
-        let last = lock.withLock {
+        let last = remaining.withLock { remaining in
             remaining -= 1
             return remaining == 0
         }

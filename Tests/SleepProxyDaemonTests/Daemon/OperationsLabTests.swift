@@ -242,6 +242,16 @@ struct OperationsLabTests {
             let showJSON = try await ctl(lab, ["show", sleeper.ipv4, "--json"])
             let detail = try ControlProtocol.decoder().decode(HostDetail.self, from: Data(showJSON.stdout.utf8))
             #expect(detail.records.count == 6 && detail.addresses.map(\.state) == ["claimed"], "\(detail)")
+            // Clock times are local times, as the C library has them (TZ here: UTC+5:30, no time zone files).
+            let shifted = try await lab.run(
+                .proxy,
+                [
+                    "env", "TZ=UTC-05:30", try Self.ctlPath(), "--socket", lab.workDirectory + "/control.sock", "show",
+                    "sleeper",
+                ])
+            let registered = Presentation(clockZone: .fixed(secondsFromUTC: 19_800)).clockTime(
+                detail.summary.registeredAt)
+            #expect(shifted.stdout.contains(registered), "\(registered) in \(shifted.stdout)")
 
             let unknown = try await ctl(lab, ["show", "nosuchhost"])
             #expect(unknown.status == 1 && unknown.stderr.contains("nosuchhost"), "\(unknown)")
