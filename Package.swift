@@ -7,6 +7,15 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+/// The Debian package's version (`0.2.0-1`), which the package build (debian/rules) passes in the environment so
+/// that `--version` prints it. Empty for a build from source. Only the characters Debian allows in a version.
+let packageVersion = Context.environment["SLEEPPROXY_PACKAGE_VERSION"] ?? ""
+if !packageVersion.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || ".+~:-".contains($0)) }) {
+    fatalError("SLEEPPROXY_PACKAGE_VERSION \"\(packageVersion)\" is not a Debian version")
+}
+let buildInfoSettings: [CSetting] =
+    packageVersion.isEmpty ? [] : [.define("SLEEPPROXY_PACKAGE_VERSION", to: "\"\(packageVersion)\"")]
+
 let package = Package(
     name: "sleepproxy",
     platforms: [.macOS(.v15)],
@@ -56,8 +65,12 @@ let package = Package(
             providers: [.apt(["libpcap-dev"])]
         ),
 
-        // The control protocol: Codable requests and responses shared by the daemon and `sleepproxyctl`.
-        .target(name: "SleepProxyControl", swiftSettings: swiftSettings),
+        // What the build was told about itself (the package's version), from a C definition.
+        .target(name: "CBuildInfo", cSettings: buildInfoSettings),
+
+        // The control protocol: Codable requests and responses shared by the daemon and `sleepproxyctl`, and the
+        // version both print.
+        .target(name: "SleepProxyControl", dependencies: ["CBuildInfo"], swiftSettings: swiftSettings),
 
         // The I/O shells.
         .target(
@@ -73,7 +86,7 @@ let package = Package(
         .executableTarget(
             name: "sleepproxyd",
             dependencies: [
-                "SleepProxyDaemon",
+                "SleepProxyDaemon", "SleepProxyControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings

@@ -4,6 +4,7 @@ import Frames
 import LeaseStore
 public import Logging
 public import NetworkAddresses
+import SleepProxyControl
 public import SleepProxyCore
 
 #if canImport(Glibc)

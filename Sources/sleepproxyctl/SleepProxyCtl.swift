@@ -58,7 +58,7 @@ struct SleepProxyCtl: ParsableCommand {
             Exit status: 0 success; 1 the daemon refused the request (no such host, say); 2 usage error; \
             3 the daemon is not reachable (not running, no permission) or gave no proper answer within 10 s.
             """,
-        version: "sleepproxyctl (control protocol \(ControlProtocol.version))",
+        version: SleepProxyVersion.string,
         subcommands: [Status.self, Hosts.self, Show.self, Wake.self, Forget.self, Events.self]
     )
 

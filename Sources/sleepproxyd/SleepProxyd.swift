@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import SleepProxyControl
 import SleepProxyCore
 import SleepProxyDaemon
 import TOMLKit
@@ -16,8 +17,8 @@ struct SleepProxyd: ParsableCommand {
         discussion: """
             Settings come from the config file (every key optional; a missing file means the defaults), and the \
             options below override it. SIGHUP reads the file again without dropping held hosts. \
-            `sleepproxyd --check-config` prints the configuration that would run. Config/sleepproxy.toml in the \
-            sources lists every key with its default.
+            `sleepproxyd --check-config` prints the configuration that would run. sleepproxy.toml(5) and the \
+            sample configuration (Config/sleepproxy.toml in the sources) list every key with its default.
             """,
         version: SleepProxyVersion.string
     )
