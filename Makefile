@@ -6,8 +6,10 @@
 #   sudo make bench   benchmarks (release build, lab), `figure: value` lines; BENCH="mdns wake" runs some by name
 #   sudo make flood   hostile traffic against the daemon in the lab for FLOOD_SECONDS (default 60), with figures
 #   make fuzz         long fuzz runs (FUZZ_SECONDS each, default 3600)
-#   sudo make install    release build; daemon, CLI, systemd unit, sysusers file, sample config, completions
+#   sudo make install    release build; daemon, CLI, systemd unit, sysusers file, sample config, manual pages,
+#                        completions
 #   sudo make uninstall  removes what install put there, except the config file and the state directory
+#   sudo make deb        the Debian package (dpkg-buildpackage), checked with lintian, in dist/
 
 SWIFT ?= swift
 FUZZ_SECONDS ?= 3600
@@ -29,6 +31,9 @@ BINDIR = $(PREFIX)/bin
 SBINDIR = $(PREFIX)/sbin
 DATADIR = $(PREFIX)/share
 DOCDIR = $(DATADIR)/doc/sleepproxy
+MANDIR = $(DATADIR)/man
+# The date in the manual pages (YYYY-MM-DD); empty: today. The package build sets the changelog's.
+MAN_DATE ?=
 # Not under PREFIX: the unit's ConfigurationDirectory= is /etc/sleepproxy whatever the prefix, and /etc/systemd/system
 # is where units of software installed under /usr/local belong (the distribution owns /lib/systemd/system).
 CONFDIR = /etc/sleepproxy
@@ -42,7 +47,7 @@ FISH_COMPLETIONDIR = $(DATADIR)/fish/vendor_completions.d
 SYSTEMD_RUNNING = test -d /run/systemd/system
 
 .PHONY: all deps build lint format test unit-test unit-check install-check fuzz-short fuzz bench flood run clean \
-	release install uninstall
+	release install uninstall deb
 
 all: build
 
@@ -112,9 +117,10 @@ release:
 install: release
 	@test -f Config/sleepproxy.toml || { echo "install: Config/sleepproxy.toml is missing"; exit 1; }
 	$(eval BIN_PATH := $(shell $(SWIFT) build -c $(BUILD_CONFIGURATION) $(SWIFT_BUILD_FLAGS) --show-bin-path))
+	scripts/make-man.sh $(BIN_PATH)/man $(BIN_PATH) $(MAN_DATE)
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
 		$(DESTDIR)$(CONFDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(BASH_COMPLETIONDIR) $(DESTDIR)$(ZSH_COMPLETIONDIR) \
-		$(DESTDIR)$(FISH_COMPLETIONDIR)
+		$(DESTDIR)$(FISH_COMPLETIONDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(BIN_PATH)/sleepproxyd $(DESTDIR)$(SBINDIR)/sleepproxyd
 	install -m 0755 $(BIN_PATH)/sleepproxyctl $(DESTDIR)$(BINDIR)/sleepproxyctl
 	sed -e 's|/usr/local/sbin/sleepproxyd|$(SBINDIR)/sleepproxyd|' \
@@ -122,6 +128,9 @@ install: release
 	chmod 0644 $(DESTDIR)$(UNITDIR)/sleepproxyd.service
 	install -m 0644 systemd/sleepproxy.sysusers $(DESTDIR)$(SYSUSERSDIR)/sleepproxy.conf
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	install -m 0644 $(BIN_PATH)/man/sleepproxyd.8 $(DESTDIR)$(MANDIR)/man8/sleepproxyd.8
+	install -m 0644 $(BIN_PATH)/man/sleepproxyctl.1 $(DESTDIR)$(MANDIR)/man1/sleepproxyctl.1
+	install -m 0644 $(BIN_PATH)/man/sleepproxy.toml.5 $(DESTDIR)$(MANDIR)/man5/sleepproxy.toml.5
 	@# The sample configuration only where there is none: an existing file is never overwritten.
 	@if [ -e $(DESTDIR)$(CONFDIR)/sleepproxy.toml ]; then \
 		echo "install: kept the existing $(DESTDIR)$(CONFDIR)/sleepproxy.toml (the sample is Config/sleepproxy.toml)"; \

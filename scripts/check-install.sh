@@ -16,6 +16,8 @@ chmod 0755 "$root"
 arguments=(--no-print-directory DESTDIR="$root" PREFIX=/usr/local BUILD_CONFIGURATION="${BUILD_CONFIGURATION:-debug}"
     SWIFT_BUILD_FLAGS="${SWIFT_BUILD_FLAGS:-}")
 
+command -v man >/dev/null || { echo "check-install: man is missing (it checks the manual pages); apt-get install -y man-db" >&2; exit 1; }
+
 fail() {
     echo "check-install: $*" >&2
     echo "check-install: make output:" >&2
@@ -43,6 +45,9 @@ expected=$(
 644 usr/local/share/bash-completion/completions/sleepproxyctl
 644 usr/local/share/zsh/site-functions/_sleepproxyctl
 644 usr/local/share/fish/vendor_completions.d/sleepproxyctl.fish
+644 usr/local/share/man/man8/sleepproxyd.8
+644 usr/local/share/man/man1/sleepproxyctl.1
+644 usr/local/share/man/man5/sleepproxy.toml.5
 EOF
 )
 if [[ $(tree) != "$expected" ]]; then
@@ -56,6 +61,16 @@ for completion in usr/local/share/bash-completion/completions/sleepproxyctl \
     usr/local/share/zsh/site-functions/_sleepproxyctl usr/local/share/fish/vendor_completions.d/sleepproxyctl.fish; do
     grep -q sleepproxyctl "$root/$completion" || fail "$completion does not complete sleepproxyctl"
 done
+head -1 "$root/usr/local/share/bash-completion/completions/sleepproxyctl" | grep -q '^#!' &&
+    fail "the bash completion starts with a #! line (bash sources it)"
+# The manual pages render without a warning from man (groff), as lintian checks them in the package.
+for page in usr/local/share/man/man8/sleepproxyd.8 usr/local/share/man/man1/sleepproxyctl.1 \
+    usr/local/share/man/man5/sleepproxy.toml.5; do
+    warnings=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l "$root/$page" 2>&1 >/dev/null)
+    [[ -z $warnings ]] || fail "man warns about $page: $warnings"
+done
+grep -q -- '--check-config' "$root/usr/local/share/man/man8/sleepproxyd.8" ||
+    fail "sleepproxyd.8 does not describe the options"
 "$root/usr/local/sbin/sleepproxyd" --help >/dev/null || fail "the installed sleepproxyd does not run"
 "$root/usr/local/bin/sleepproxyctl" --help >/dev/null || fail "the installed sleepproxyctl does not run"
 

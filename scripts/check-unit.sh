@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Checks the systemd unit and the sysusers file in systemd/:
-#   1. `systemd-analyze verify` on the unit: fails on any line it prints (a warning is a failure).
+#   1. `systemd-analyze verify` on the unit: fails on any line it prints (a warning is a failure). The manual
+#      pages Documentation= names are not looked up (--man=no): they exist only once installed, and the install
+#      check renders them.
 #   2. `systemd-analyze security --offline=yes`: prints `figure: systemd-analyze security: N.N` and the settings
 #      that still leave exposure, and fails if the overall exposure is above MAX_EXPOSURE (default 2.5).
 #   3. `systemd-sysusers` applied to an empty root: the file must create the sleepproxy user and group.
@@ -38,7 +40,7 @@ fi
 
 # 1. verify. It prints nothing for a clean unit; any line is a warning or an error.
 status=0
-output=$(cd "$work" && systemd-analyze verify --no-pager "$copy" 2>&1) || status=$?
+output=$(cd "$work" && systemd-analyze verify --no-pager --man=no "$copy" 2>&1) || status=$?
 if [[ $status != 0 || -n $output ]]; then
     echo "check-unit: systemd-analyze verify $unit (exit status $status):" >&2
     printf '%s\n' "$output" | sed "s|$work/|systemd/|g" >&2

@@ -13,6 +13,7 @@ packages=(
     netcat-openbsd   # lab tests: TCP SYNs
     python3          # fuzz corpus seeding; UDP clients in lab tests
     systemd          # systemd-analyze, systemd-sysusers: the unit check (systemd need not be PID 1)
+    man-db           # man: the install check renders the manual pages and fails on any warning
 )
 
 missing=()

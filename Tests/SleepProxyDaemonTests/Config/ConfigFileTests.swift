@@ -229,6 +229,27 @@ import Testing
         #expect(documented.subtracting(known).subtracting(["imac"]).isEmpty)
     }
 
+    /// man/sleepproxy.toml.5 (the manual page of the file) has an entry for each key the daemon knows, and none
+    /// for a key it does not.
+    @Test func theManualPageDescribesEveryKey() throws {
+        let page = try String(
+            contentsOf: Self.packageRoot.appendingPathComponent("man/sleepproxy.toml.5"), encoding: .utf8)
+        // Entries are `.It Cm key No = ...`, two keys sharing one entry `.It Cm a No = Ar x , Cm b No = ...`.
+        let described = Set(
+            page.split(separator: "\n").filter { $0.hasPrefix(".It Cm ") }.flatMap { line in
+                line.matches(of: /Cm ([a-z_]+) No =/).map { String($0.1) }
+            })
+        let known = Set(
+            Self.defaults.toml().split(separator: "\n").compactMap { $0.firstMatch(of: /^([a-z_]+) =/)?.1 }.map(
+                String.init))
+        #expect(!known.isEmpty)
+        #expect(known.subtracting(described).isEmpty, "keys missing from the page: \(known.subtracting(described))")
+        #expect(described.subtracting(known).isEmpty, "keys the daemon does not know: \(described.subtracting(known))")
+        for table in ["[advertisement]", "[limits]", "[control]", "[wake]", "[wake.extra_ports]"] {
+            #expect(page.contains(".Ss \(table)\n"), "\(table) has no section")
+        }
+    }
+
     /// What --check-config prints reads back as the same settings.
     @Test func theEffectiveConfigurationReadsBack() throws {
         let text = """
