@@ -138,7 +138,9 @@ install: release
 		echo "install -m 0644 Config/sleepproxy.toml $(DESTDIR)$(CONFDIR)/sleepproxy.toml"; \
 		install -m 0644 Config/sleepproxy.toml $(DESTDIR)$(CONFDIR)/sleepproxy.toml; \
 	fi
-	$(BIN_PATH)/sleepproxyctl --generate-completion-script bash >$(DESTDIR)$(BASH_COMPLETIONDIR)/sleepproxyctl
+	@# bash sources its completions: the generated script's #! line has no use there.
+	$(BIN_PATH)/sleepproxyctl --generate-completion-script bash | sed '1{/^#!/d}' \
+		>$(DESTDIR)$(BASH_COMPLETIONDIR)/sleepproxyctl
 	$(BIN_PATH)/sleepproxyctl --generate-completion-script zsh >$(DESTDIR)$(ZSH_COMPLETIONDIR)/_sleepproxyctl
 	$(BIN_PATH)/sleepproxyctl --generate-completion-script fish >$(DESTDIR)$(FISH_COMPLETIONDIR)/sleepproxyctl.fish
 	chmod 0644 $(DESTDIR)$(BASH_COMPLETIONDIR)/sleepproxyctl $(DESTDIR)$(ZSH_COMPLETIONDIR)/_sleepproxyctl \
@@ -161,9 +163,18 @@ uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/sleepproxyd $(DESTDIR)$(BINDIR)/sleepproxyctl \
 		$(DESTDIR)$(UNITDIR)/sleepproxyd.service $(DESTDIR)$(SYSUSERSDIR)/sleepproxy.conf \
 		$(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(BASH_COMPLETIONDIR)/sleepproxyctl \
-		$(DESTDIR)$(ZSH_COMPLETIONDIR)/_sleepproxyctl $(DESTDIR)$(FISH_COMPLETIONDIR)/sleepproxyctl.fish
+		$(DESTDIR)$(ZSH_COMPLETIONDIR)/_sleepproxyctl $(DESTDIR)$(FISH_COMPLETIONDIR)/sleepproxyctl.fish \
+		$(DESTDIR)$(MANDIR)/man8/sleepproxyd.8 $(DESTDIR)$(MANDIR)/man1/sleepproxyctl.1 \
+		$(DESTDIR)$(MANDIR)/man5/sleepproxy.toml.5
 	@rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 	@if [ -z "$(DESTDIR)" ] && $(SYSTEMD_RUNNING); then echo "systemctl daemon-reload"; systemctl daemon-reload; fi
 	@echo "uninstall: kept the configuration $(DESTDIR)$(CONFDIR)/sleepproxy.toml and the lease store" \
 		"/var/lib/sleepproxy (/var/lib/private/sleepproxy under the unit); remove them by hand when no longer wanted."
 	@echo "uninstall: kept the sleepproxy user and group (userdel sleepproxy removes both)."
+
+# The Debian package, built with dpkg-buildpackage from this checkout (debian/), then checked with lintian; the
+# .deb, .buildinfo and .changes end up in DEB_DIR. As root it installs what building needs (the Build-Depends,
+# dpkg-dev, lintian) with apt; otherwise it names what is missing. The Swift toolchain must be on PATH.
+DEB_DIR ?= $(CURDIR)/dist
+deb:
+	@scripts/build-deb.sh $(DEB_DIR)
