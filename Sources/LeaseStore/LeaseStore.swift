@@ -18,11 +18,15 @@ public protocol LeaseStoring: AnyObject, Sendable {
 public struct LoadedOwners: Hashable, Sendable {
     /// Owners in (interface, primary MAC) order.
     public var owners: [Owner]
-    /// One line per row that did not decode and was skipped: which row, and what was wrong with it.
+    /// The wakes that were in progress, by owner.
+    public var wakes: [OwnerKey: StoredWake]
+    /// One line per row that did not decode and was skipped, or whose wake did not: which row, and what was
+    /// wrong with it.
     public var problems: [String]
 
-    public init(owners: [Owner], problems: [String]) {
+    public init(owners: [Owner], wakes: [OwnerKey: StoredWake] = [:], problems: [String]) {
         self.owners = owners
+        self.wakes = wakes
         self.problems = problems
     }
 }
@@ -114,8 +118,9 @@ public final class LeaseStore: LeaseStoring {
         public var problem: LeaseStoreError
     }
 
-    /// The schema version this build writes, kept in `PRAGMA user_version`.
-    public static let schemaVersion: Int64 = 1
+    /// The schema version this build writes, kept in `PRAGMA user_version`. Version 1 had no wakes; a version-1
+    /// store is brought to version 2 when it is opened (the wake columns are added, everything else is kept).
+    public static let schemaVersion: Int64 = 2
     /// The database file's name inside the state directory.
     public static let fileName = "leases.sqlite"
 
@@ -198,6 +203,7 @@ public final class LeaseStore: LeaseStoring {
                         case .saveOwner(let owner): try Self.save(owner, in: connection)
                         case .removeOwner(let key): try Self.remove(key, in: connection)
                         case .appendEvent(let event): lastEventID = try Self.append(event, in: connection)
+                        case .saveWake(let key, let wake): try Self.save(wake, of: key, in: connection)
                         }
                     } catch {
                         throw error.within("apply change \(index + 1) of \(changes.count) (\(Self.summary(change)))")
@@ -218,6 +224,7 @@ public final class LeaseStore: LeaseStoring {
         case .saveOwner(let owner): "save owner \(owner.key)"
         case .removeOwner(let key): "remove owner \(key)"
         case .appendEvent(let event): "append \(event.kind) event"
+        case .saveWake(let key, let wake): wake == nil ? "clear the wake of \(key)" : "save the wake of \(key)"
         }
     }
 
@@ -243,6 +250,20 @@ public final class LeaseStore: LeaseStoring {
         try statement.bind(8, text: owner.lastSource?.description)
         try statement.bind(9, blob: records)
         try statement.bind(10, blob: times)
+        try statement.run()
+    }
+
+    /// Sets (or clears) the wake of a stored owner; an owner that is not stored has none to keep.
+    private static func save(_ wake: StoredWake?, of key: OwnerKey, in connection: Connection) throws(LeaseStoreError) {
+        let statement = try connection.prepared(SQL.updateWake)
+        defer { statement.reset() }
+        try statement.bind(1, text: key.interface.rawValue)
+        try statement.bind(2, blob: key.primaryMAC.array)
+        try statement.bind(3, text: wake?.reason)
+        try statement.bind(4, wake.map { Int64($0.rounds) })
+        try statement.bind(5, wake.map { Int64($0.goodbyes) })
+        try statement.bind(6, wake?.next.nanoseconds)
+        try statement.bind(7, text: wake?.withdrawn.map { $0.map(String.init).joined(separator: ",") })
         try statement.run()
     }
 
@@ -277,15 +298,27 @@ public final class LeaseStore: LeaseStoring {
             let statement = try connection.prepared(SQL.selectOwners)
             defer { statement.reset() }
             var owners: [Owner] = []
+            var wakes: [OwnerKey: StoredWake] = [:]
             var problems: [String] = []
             while try statement.step() {
+                let owner: Owner
                 do throws(RecordCoding.Failure) {
-                    owners.append(try Self.owner(from: statement))
+                    owner = try Self.owner(from: statement)
                 } catch {
                     problems.append("owner row \(statement.int64(0)) (\(Self.rowName(statement))): \(error.reason)")
+                    continue
+                }
+                owners.append(owner)
+                // A wake that does not read back costs the wake, not the host: it stays held.
+                do throws(RecordCoding.Failure) {
+                    if let wake = try Self.wake(from: statement) { wakes[owner.key] = wake }
+                } catch {
+                    problems.append(
+                        "owner row \(statement.int64(0)) (\(Self.rowName(statement))): wake: \(error.reason); the host is held, not woken"
+                    )
                 }
             }
-            return LoadedOwners(owners: owners, problems: problems)
+            return LoadedOwners(owners: owners, wakes: wakes, problems: problems)
         }
     }
 
@@ -334,6 +367,28 @@ public final class LeaseStore: LeaseStoring {
             key: OwnerKey(interface: InterfaceName(interface), primaryMAC: primaryMAC), wakeMAC: wakeMAC,
             password: password, sequence: sequence, registeredAt: registeredAt, updatedAt: updatedAt,
             lastSource: lastSource, records: records)
+    }
+
+    /// The wake in columns 11 to 15 of an owner row: nil when the reason is NULL (no wake).
+    private static func wake(from row: Statement) throws(RecordCoding.Failure) -> StoredWake? {
+        guard let reason = row.text(11) else { return nil }
+        let rounds = row.int64(12)
+        let goodbyes = row.int64(13)
+        guard let rounds = Int(exactly: rounds), rounds >= 0, let goodbyes = Int(exactly: goodbyes), goodbyes >= 0
+        else {
+            throw RecordCoding.Failure(reason: "rounds \(rounds) or goodbyes \(goodbyes) is negative")
+        }
+        var withdrawn: [Int]?
+        if let list = row.text(15) {
+            let positions = list.split(separator: ",", omittingEmptySubsequences: false).map { Int($0) }
+            guard !positions.isEmpty, positions.allSatisfy({ ($0 ?? -1) >= 0 }) else {
+                throw RecordCoding.Failure(reason: "withdrawn records \"\(list)\" is not a list of record positions")
+            }
+            withdrawn = positions.compactMap { $0 }
+        }
+        return StoredWake(
+            rounds: rounds, goodbyes: goodbyes, next: UnixTime(nanoseconds: row.int64(14)), reason: reason,
+            withdrawn: withdrawn)
     }
 
     /// The newest `limit` events, oldest first.
@@ -450,7 +505,7 @@ public final class LeaseStore: LeaseStoring {
         try checkIdentity(version: version, tables: tables, path: connection.path)
         if version != 0 {
             try checkIntegrity(connection)
-            try checkColumns(connection)
+            try checkColumns(connection, version: version)
         }
         try connection.setCheckpointOnClose(true)
         let mode = try connection.text("PRAGMA journal_mode=WAL")
@@ -461,23 +516,26 @@ public final class LeaseStore: LeaseStoring {
         }
         try connection.execute("PRAGMA synchronous=NORMAL")
         try connection.execute("PRAGMA foreign_keys=ON")
-        if version == 0 {
+        if version < schemaVersion {
             try connection.transaction { () throws(LeaseStoreError) in
-                // Another process may have created the schema since the first read.
+                // Another process may have created or migrated the schema since the first read.
                 version = try connection.integer("PRAGMA user_version")
                 tables = try connection.texts(SQL.tableNames)
                 try checkIdentity(version: version, tables: tables, path: connection.path)
                 if version == 0 {
                     for statement in SQL.schema { try connection.execute(statement) }
-                    try connection.execute("PRAGMA user_version = \(schemaVersion)")
+                } else if version == 1 {
+                    for statement in SQL.migrationFrom1 { try connection.execute(statement) }
                 }
+                try connection.execute("PRAGMA user_version = \(schemaVersion)")
             }
         }
     }
 
-    /// The statements the store runs name every column it uses: a table without one is not the store's.
-    private static func checkColumns(_ connection: Connection) throws(LeaseStoreError) {
-        for sql in SQL.used {
+    /// The statements the store runs name every column it uses: a table without one is not the store's. A
+    /// version-1 store is checked against the columns it had, before anything is added to it.
+    private static func checkColumns(_ connection: Connection, version: Int64) throws(LeaseStoreError) {
+        for sql in version == 1 ? SQL.usedInVersion1 : SQL.used {
             do {
                 _ = try connection.prepared(sql)
             } catch {
@@ -490,7 +548,8 @@ public final class LeaseStore: LeaseStoring {
         }
     }
 
-    /// Whether a file with `version` and `tables` is this store's: empty, or schema 1 with its two tables.
+    /// Whether a file with `version` and `tables` is this store's: empty, or a schema up to this build's with its
+    /// two tables.
     private static func checkIdentity(version: Int64, tables: [String], path: String) throws(LeaseStoreError) {
         let ours = tables.contains("owners") && tables.contains("events")
         if version > schemaVersion, ours {
@@ -505,7 +564,7 @@ public final class LeaseStore: LeaseStoring {
             throw LeaseStoreError(
                 .foreign, operation: "open", path: path,
                 reason:
-                    "a SQLite database with schema version \(version) and \(listed)\(tables.count > 8 ? ", ..." : ""), not a lease store (schema version up to \(schemaVersion) with the tables owners and events). It is left untouched: is state_directory another program's directory? Choose another, or move the file away"
+                    "a SQLite database with schema version \(version) and \(listed)\(tables.count > 8 ? ", ..." : ""), not a lease store (schema version 1 to \(schemaVersion) with the tables owners and events). It is left untouched: is state_directory another program's directory? Choose another, or move the file away"
             )
         }
     }
@@ -591,7 +650,18 @@ private enum SQL {
         SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name
         """
     /// Every statement that names columns, prepared at open to check the tables.
-    static var used: [String] { [upsertOwner, deleteOwner, selectOwners, insertEvent, selectNewestEvents] }
+    static var used: [String] { [upsertOwner, deleteOwner, selectOwners, updateWake, insertEvent, selectNewestEvents] }
+    /// The columns of a version-1 store, checked before it is migrated.
+    static var usedInVersion1: [String] {
+        [
+            """
+            SELECT rowid, interface, primary_mac, wake_mac, password, sequence, registered_at, updated_at, last_source,
+                records, record_times
+            FROM owners
+            """,
+            insertEvent, selectNewestEvents,
+        ]
+    }
     static let schema = [
         """
         CREATE TABLE owners (
@@ -605,6 +675,11 @@ private enum SQL {
             last_source TEXT,
             records BLOB NOT NULL,
             record_times BLOB NOT NULL,
+            wake_reason TEXT,
+            wake_rounds INTEGER,
+            wake_goodbyes INTEGER,
+            wake_next INTEGER,
+            wake_withdrawn TEXT,
             PRIMARY KEY (interface, primary_mac)
         )
         """,
@@ -622,6 +697,16 @@ private enum SQL {
         """,
     ]
 
+    /// Version 1 to 2: the wake in progress, NULL (none) in every row.
+    static let migrationFrom1 = [
+        "ALTER TABLE owners ADD COLUMN wake_reason TEXT",
+        "ALTER TABLE owners ADD COLUMN wake_rounds INTEGER",
+        "ALTER TABLE owners ADD COLUMN wake_goodbyes INTEGER",
+        "ALTER TABLE owners ADD COLUMN wake_next INTEGER",
+        "ALTER TABLE owners ADD COLUMN wake_withdrawn TEXT",
+    ]
+
+    /// An owner's registration; its wake columns are left as they are (`updateWake` sets them).
     static let upsertOwner = """
         INSERT INTO owners (interface, primary_mac, wake_mac, password, sequence, registered_at, updated_at,
             last_source, records, record_times)
@@ -634,8 +719,12 @@ private enum SQL {
     static let deleteOwner = "DELETE FROM owners WHERE interface = ?1 AND primary_mac = ?2"
     static let selectOwners = """
         SELECT rowid, interface, primary_mac, wake_mac, password, sequence, registered_at, updated_at, last_source,
-            records, record_times
+            records, record_times, wake_reason, wake_rounds, wake_goodbyes, wake_next, wake_withdrawn
         FROM owners ORDER BY interface, primary_mac
+        """
+    static let updateWake = """
+        UPDATE owners SET wake_reason = ?3, wake_rounds = ?4, wake_goodbyes = ?5, wake_next = ?6, wake_withdrawn = ?7
+        WHERE interface = ?1 AND primary_mac = ?2
         """
     static let insertEvent = """
         INSERT INTO events (time, kind, interface, owner, source, reason, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)

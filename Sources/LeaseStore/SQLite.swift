@@ -170,6 +170,15 @@ struct Statement {
         try check(sqlite3_bind_int64(handle, index, value), "bind parameter \(index)")
     }
 
+    /// Binds `value`, or SQL NULL when it is nil.
+    func bind(_ index: Int32, _ value: Int64?) throws(LeaseStoreError) {
+        guard let value else {
+            try check(sqlite3_bind_null(handle, index), "bind parameter \(index)")
+            return
+        }
+        try bind(index, value)
+    }
+
     func bind(_ index: Int32, text value: String?) throws(LeaseStoreError) {
         guard var value else {
             try check(sqlite3_bind_null(handle, index), "bind parameter \(index)")

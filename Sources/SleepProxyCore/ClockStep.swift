@@ -35,6 +35,7 @@ extension SleepProxyCore {
             remove(key)
             insert(host)
             actions.append(.store(.saveOwner(host.owner)))
+            if host.wake != nil { actions.append(storedWakeChange(of: key)) }
         }
         pendingResponses.update({ $0.due = moved($0.due) }, dropping: { _ in false })
         lastMulticast = lastMulticast.mapValues(moved)

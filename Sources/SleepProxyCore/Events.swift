@@ -171,4 +171,6 @@ public enum StoreChange: Hashable, Sendable {
     case removeOwner(OwnerKey)
     /// Append to the event history.
     case appendEvent(Event)
+    /// Keep how far a held owner's wake has gone (nil: it has none), so that a restart continues it.
+    case saveWake(OwnerKey, StoredWake?)
 }

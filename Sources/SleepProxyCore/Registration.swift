@@ -396,7 +396,7 @@ extension SleepProxyCore {
             let event = Event(
                 time: now, kind: .wakeCancelled, interface: key.interface, owner: mac, source: datagram.source,
                 detail: detail)
-            actions += [.store(.appendEvent(event)), .log(.notice, "\(key): \(detail)")]
+            actions += [.store(.saveWake(key, nil)), .store(.appendEvent(event)), .log(.notice, "\(key): \(detail)")]
         }
         if fromTheStart, existing != nil {
             restartTakeovers(of: key, now: now)

@@ -163,7 +163,10 @@ public struct SleepProxyCore: Sendable {
     /// Takes over the owners the lease store kept, at start-up. Owners whose lease ended while the proxy was down
     /// are dropped (and reported); expiries further away than the maximum lease are brought in to it. The hosts
     /// are probed before their addresses are claimed: some may have woken while the proxy was down.
-    public mutating func restore(_ saved: [Owner], now: UnixTime) -> [Action] {
+    ///
+    /// A host whose wake was in progress (`wakes`) goes on being woken from the round it had reached (the next one
+    /// at once if it is overdue): it is not claimed again, and what the wake withdrew stays unanswered.
+    public mutating func restore(_ saved: [Owner], wakes: [OwnerKey: StoredWake] = [:], now: UnixTime) -> [Action] {
         var actions: [Action] = []
         // One list of held addresses per interface at the end, not one per host (each as long as all of them).
         deferredAddressChanges = []
@@ -199,6 +202,24 @@ public struct SleepProxyCore: Sendable {
             }
             var host = HeldHost(owner: owner)
             host.probes = Self.initialProbes(for: owner.records.map(\.record), now: now)
+            if let stored = wakes[owner.key] {
+                switch stored.sequence(for: owner) {
+                case .success(let wake):
+                    host.state = .waking(wake)
+                    actions.append(
+                        .log(
+                            .notice,
+                            "restore: \(owner.key): the wake continues (\(wake.reason)): \(wake.rounds) of \(WakeTiming.rounds) rounds sent"
+                        ))
+                case .failure(let error):
+                    actions += [
+                        .store(.saveWake(owner.key, nil)),
+                        .log(
+                            .error,
+                            "restore: \(owner.key): its stored wake cannot go on (\(error.reason)); held instead"),
+                    ]
+                }
+            }
             insert(host)
             actions += updateTakeovers(of: owner.key, now: now)
         }

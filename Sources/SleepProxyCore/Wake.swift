@@ -13,6 +13,67 @@ struct WakeSequence: Hashable, Sendable {
     var scope: WakeScope
 }
 
+/// A wake in progress as the lease store keeps it. A restart of the daemon (a package upgrade restarts it) must
+/// not end a wake half way: the host would show as held and get no more magic packets, although it has not woken.
+/// The store keeps this after each round, and a restored host goes on from where it was.
+public struct StoredWake: Hashable, Sendable {
+    /// Magic-packet rounds sent so far.
+    public var rounds: Int
+    /// Goodbyes sent after the last round.
+    public var goodbyes: Int
+    /// When the next round (or goodbye) is due.
+    public var next: UnixTime
+    /// Why the host is being woken, as the events and `sleepproxyctl hosts` say it.
+    public var reason: String
+    /// What the wake withdraws: nil for the whole host, else the positions in the owner's `records` of the
+    /// records another host keeps claiming.
+    public var withdrawn: [Int]?
+
+    public init(rounds: Int, goodbyes: Int, next: UnixTime, reason: String, withdrawn: [Int]?) {
+        self.rounds = rounds
+        self.goodbyes = goodbyes
+        self.next = next
+        self.reason = reason
+        self.withdrawn = withdrawn
+    }
+
+    init(_ wake: WakeSequence, of owner: Owner) {
+        let withdrawn: [Int]? =
+            switch wake.scope {
+            case .host: nil
+            case .records(let identities):
+                owner.records.indices.filter { identities.contains(RecordIdentity(owner.records[$0].record)) }
+            }
+        self.init(
+            rounds: wake.rounds, goodbyes: wake.goodbyes, next: wake.next, reason: wake.reason, withdrawn: withdrawn)
+    }
+
+    /// The wake for `owner`, or why this one cannot be continued (counts out of range, records it does not
+    /// hold).
+    func sequence(for owner: Owner) -> Result<WakeSequence, WakeRestoreError> {
+        guard (0...WakeTiming.rounds).contains(rounds), (0...WakeTiming.goodbyes).contains(goodbyes) else {
+            return .failure(WakeRestoreError(reason: "\(rounds) rounds and \(goodbyes) goodbyes are out of range"))
+        }
+        let scope: WakeScope
+        if let withdrawn {
+            guard !withdrawn.isEmpty, withdrawn.allSatisfy({ owner.records.indices.contains($0) }) else {
+                return .failure(
+                    WakeRestoreError(
+                        reason: "withdrawn records \(withdrawn) are not among its \(owner.records.count) records"))
+            }
+            scope = .records(Set(withdrawn.map { RecordIdentity(owner.records[$0].record) }))
+        } else {
+            scope = .host
+        }
+        return .success(WakeSequence(rounds: rounds, goodbyes: goodbyes, next: next, reason: reason, scope: scope))
+    }
+}
+
+/// Why a stored wake was not continued.
+struct WakeRestoreError: Error {
+    var reason: String
+}
+
 /// What a wake withdraws while it runs: the whole host (a connection, an address conflict, the lease's end, the
 /// administrator), or only records another host keeps claiming (a name conflict: mDNS.c deregisters just that
 /// record down the wake path, and the host's other records stay answered).
@@ -337,8 +398,10 @@ extension SleepProxyCore {
         let event = Event(
             time: now, kind: .wake, interface: key.interface, owner: key.primaryMAC, source: source, detail: reason)
         // The magic packets first: the shell carries actions out in order, and the log line and the event (written
-        // after every action that does not wait for the disk) need not hold them up.
-        actions = advanceWake(of: key, now: now) + actions
+        // after every action that does not wait for the disk) need not hold them up. A round sent saves the wake's
+        // progress; otherwise (a wake widened between rounds) it is saved here.
+        let round = advanceWake(of: key, now: now)
+        actions = round + actions + (round.isEmpty ? [storedWakeChange(of: key)] : [])
         // One info line per wake: the host, then the trigger with its source and port.
         let name = host.owner.firstHostName.map { "\($0) " } ?? ""
         actions += [.store(.appendEvent(event)), .log(.info, "waking \(name)(\(key)): \(reason)")]
@@ -414,11 +477,26 @@ extension SleepProxyCore {
             case .records(let identities):
                 hosts[key]?.state = .proxying
                 return dropRecords(identities, of: key, reason: .unanswered(detail), now: now)
+                    + [.store(.saveWake(key, nil))]
             }
         }
         wake.next = now + WakeTiming.interval
         hosts[key]?.state = .waking(wake)
-        return actions
+        return actions + [storedWakeChange(of: key)]
+    }
+
+    /// The store's copy of `key`'s wake as it stands: kept while it runs, cleared once the host is held again.
+    func storedWakeChange(of key: OwnerKey) -> Action {
+        .store(.saveWake(key, hosts[key].flatMap { host in host.wake.map { StoredWake($0, of: host.owner) } }))
+    }
+
+    /// Every held host's wake as the store should have it, for a store that fell behind.
+    public var storedWakes: [OwnerKey: StoredWake] {
+        var wakes: [OwnerKey: StoredWake] = [:]
+        for key in hosts.keys {
+            if let host = hosts[key], let wake = host.wake { wakes[key] = StoredWake(wake, of: host.owner) }
+        }
+        return wakes
     }
 
     /// One round: the 0x0842 magic frame and a UDP port 9 copy, unicast to the wake MAC; from the third round

@@ -185,7 +185,7 @@ public final class Daemon: @unchecked Sendable {
         }
         loadWakeHistory()
         for owner in loaded.owners { remember(owner) }
-        performer.perform(core.restore(loaded.owners, now: now()))
+        performer.perform(core.restore(loaded.owners, wakes: loaded.wakes, now: now()))
         logger.info(
             "sleepproxyd \(SleepProxyVersion.string) on \(configuration.interfaces.joined(separator: ", ")), registrations on UDP port \(configuration.registrationPort), state in \(configuration.stateDirectory)\(configuration.controlSocket.map { ", control socket \($0)" } ?? "")"
         )
@@ -237,16 +237,20 @@ public final class Daemon: @unchecked Sendable {
     private func catchUpStore() {
         guard storeHealth.isBehind else { return }
         do {
-            let stored = Dictionary(
-                try store.loadOwners().owners.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+            let loaded = try store.loadOwners()
+            let stored = Dictionary(loaded.owners.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
             let held = core.owners
             let saved = held.values.filter { stored[$0.key] != $0 }.sorted { $0.key < $1.key }
             let removed = stored.keys.filter { held[$0] == nil }.sorted()
-            guard !saved.isEmpty || !removed.isEmpty else {
+            let wakes = core.storedWakes
+            let changedWakes = held.keys.filter { wakes[$0] != loaded.wakes[$0] }.sorted()
+            guard !saved.isEmpty || !removed.isEmpty || !changedWakes.isEmpty else {
                 storeHealth.caughtUp()
                 return
             }
-            try store.apply(saved.map { .saveOwner($0) } + removed.map { .removeOwner($0) })
+            try store.apply(
+                saved.map { .saveOwner($0) } + removed.map { .removeOwner($0) }
+                    + changedWakes.map { .saveWake($0, wakes[$0]) })
             storeHealth.commitSucceeded(logger: logger)
             storeHealth.caughtUp()
             logger.notice(

@@ -127,3 +127,24 @@ struct RawSQLError: Error, CustomStringConvertible {
     let message: String
     var description: String { message }
 }
+
+/// The first column of every row `sql` returns, as text, over a connection of the test's own.
+func rawTexts(_ sql: String, inDirectory directory: String) throws -> [String] {
+    var db: OpaquePointer?
+    let path = directory + "/" + LeaseStore.fileName
+    guard sqlite3_open(path, &db) == SQLITE_OK else {
+        sqlite3_close(db)
+        throw RawSQLError(message: "cannot open \(path)")
+    }
+    defer { sqlite3_close(db) }
+    var statement: OpaquePointer?
+    guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK else {
+        throw RawSQLError(message: String(cString: sqlite3_errmsg(db)))
+    }
+    defer { sqlite3_finalize(statement) }
+    var texts: [String] = []
+    while sqlite3_step(statement) == SQLITE_ROW {
+        texts.append(sqlite3_column_text(statement, 0).map { String(cString: $0) } ?? "NULL")
+    }
+    return texts
+}

@@ -235,7 +235,7 @@ struct LifecycleTests {
             #expect(error?.description.contains("schema version 7") == true)
             #expect(error?.description.contains(directory + "/leases.sqlite") == true)
             // Back to the known version, the data is still there.
-            try executeRawSQL("PRAGMA user_version = 1", inDirectory: directory)
+            try executeRawSQL("PRAGMA user_version = \(LeaseStore.schemaVersion)", inDirectory: directory)
             #expect(try LeaseStore(directory: directory).loadOwners().owners == [smallOwner(1)])
         }
     }
