@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real mDNS peers the lab tests run inside network namespaces: avahi-daemon and its tools, a
-# D-Bus daemon for their private buses, and dig. Idempotent; run as root (CI does).
+# D-Bus daemon for their private buses, and dig; and what the package's boot test boots a Debian system with
+# (debootstrap, systemd-nspawn). Idempotent; run as root (CI does).
 #
 # Package scripts must not start daemons in the machine's own namespace: a temporary policy-rc.d that exits
 # 101 stops invoke-rc.d, and any avahi-daemon or dbus-daemon that appears anyway (a systemd unit, socket
@@ -13,6 +14,8 @@ packages=(
     dbus-daemon      # the private system bus each lab avahi-daemon talks to its tools over
     bind9-dnsutils   # dig: legacy-unicast queries to port 5353
     python3          # the multicast query helper
+    debootstrap      # the boot test's Debian 12 root (scripts/make-boot-root.sh)
+    systemd-container # systemd-nspawn: the boot test boots that root under systemd
 )
 
 missing=()

@@ -9,7 +9,7 @@ import Foundation
 public struct LabError: Error, Sendable, Hashable, CustomStringConvertible {
     public let description: String
 
-    init(_ description: String) {
+    public init(_ description: String) {
         self.description = description
     }
 }
@@ -241,6 +241,29 @@ public final class Lab: Sendable {
             let base = "\(workDirectory)/\(state.processes.count)-\(role.rawValue)"
             let process = LabProcess(
                 pid: try Subprocess.spawn(argv, stdout: .file(base + ".out"), stderr: .file(base + ".err")),
+                arguments: arguments,
+                stdoutPath: base + ".out",
+                stderrPath: base + ".err"
+            )
+            state.processes.append(process)
+            return process
+        }
+    }
+
+    /// Starts a long-running `arguments` in the test process's own namespaces rather than in a lab host, for a
+    /// program that must start there and is pointed at a lab host itself (`systemd-nspawn
+    /// --network-namespace-path=`). Its output goes to `label.out` and `label.err` in ``workDirectory``; the lab
+    /// kills it (and its process group) at teardown. Never use it to send traffic.
+    public func spawnInTestNamespace(_ arguments: [String], label: String) throws -> LabProcess {
+        guard let executable = arguments.first.flatMap(Subprocess.which) else {
+            throw LabError("command not found: \(arguments.first ?? "(none)")")
+        }
+        return try state.withLock { state in
+            guard !state.tornDown else { throw LabError("cannot spawn \(arguments): the lab is torn down") }
+            let base = "\(workDirectory)/\(label)"
+            let process = LabProcess(
+                pid: try Subprocess.spawn(
+                    [executable] + arguments.dropFirst(), stdout: .file(base + ".out"), stderr: .file(base + ".err")),
                 arguments: arguments,
                 stdoutPath: base + ".out",
                 stderrPath: base + ".err"

@@ -1,0 +1,325 @@
+import DNSWire
+import Foundation
+import Frames
+import NetworkAddresses
+import SleepProxyControl
+import SleepProxyCore
+import SleepProxyDaemon
+import TestLab
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The Debian package as an administrator meets it: installed with apt in a Debian 12 system booted under systemd
+/// (in a container in the lab's proxy host), configured, serving a Mac-style sleeper, reloaded, upgraded,
+/// restarted (during a wake too), restarted by the watchdog, used by root, a member of the `sleepproxy` group and
+/// someone else, and purged.
+///
+/// It needs root, systemd-nspawn and debootstrap (the Debian 12 root is made once and cached, see
+/// `scripts/make-boot-root.sh`), and the package: `make deb` builds it in `dist/` (`make test` does, as root), or
+/// `SLEEPPROXY_DEB` names one.
+@Suite(
+    .requiresLab(tools: ["arping", "nc", "dpkg-deb"]),
+    .enabled(if: BootedSystem.unsupportedReason == nil, Comment(rawValue: BootedSystem.unsupportedReason ?? "")),
+    .enabled(if: BootTestPackage.path != nil, Comment(rawValue: BootTestPackage.missing)))
+struct PackageBootLabTests {
+    /// The journal's lines from the daemon, without metadata.
+    func journal(_ system: BootedSystem, _ extra: [String] = []) async throws -> String {
+        try await system.runChecked(
+            ["journalctl", "_SYSTEMD_UNIT=sleepproxyd.service", "--no-pager", "-o", "cat"] + extra
+        )
+        .stdout
+    }
+
+    /// The unit's properties, by name.
+    func unit(_ system: BootedSystem) async throws -> [String: String] {
+        let shown = try await system.runChecked([
+            "systemctl", "show", "sleepproxyd", "-p", "ActiveState,SubState,MainPID,StatusText,NRestarts,Result",
+        ])
+        return Dictionary(
+            shown.stdout.split(separator: "\n").compactMap { line -> (String, String)? in
+                guard let equals = line.firstIndex(of: "=") else { return nil }
+                return (String(line[..<equals]), String(line[line.index(after: equals)...]))
+            }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// Waits until the service is active (READY=1 came: the unit is `Type=notify`) with a main PID other than
+    /// `previous`; returns its properties.
+    func activeService(
+        _ system: BootedSystem, otherThan previous: String? = nil, within timeout: Duration = .seconds(30)
+    )
+        async throws -> [String: String]
+    {
+        try await eventually("sleepproxyd active (main PID other than \(previous ?? "none"))", within: timeout) {
+            let properties = try await unit(system)
+            guard properties["ActiveState"] == "active", properties["SubState"] == "running",
+                let pid = properties["MainPID"], pid != "0", pid != previous
+            else { return nil }
+            return properties
+        }
+    }
+
+    /// The held hosts, as `sleepproxyctl hosts --json` lists them.
+    func hosts(_ system: BootedSystem) async throws -> [HostSummary] {
+        let listed = try await system.runChecked(["sleepproxyctl", "hosts", "--json"])
+        return try ControlProtocol.decoder().decode([HostSummary].self, from: Data(listed.stdout.utf8))
+    }
+
+    /// Waits until the sleeper is listed in `state`.
+    @discardableResult
+    func sleeperListed(_ system: BootedSystem, in state: String, within timeout: Duration = .seconds(30)) async throws
+        -> HostSummary
+    {
+        try await eventually("Sleeper.local \(state)", within: timeout) {
+            try await hosts(system).first { $0.name == "Sleeper.local" && $0.state == state }
+        }
+    }
+
+    /// The previous package: no earlier release of it exists yet, so it is this one with a lower version
+    /// (`VERSION~previous`), repacked with `dpkg-deb`: the same files and maintainer scripts, which is what an
+    /// upgrade exercises (dpkg's conffile handling, the restart by `dh_installsystemd`, the state kept).
+    static func repackWithLowerVersion(_ package: String, into directory: String) throws -> (
+        path: String, version: String
+    ) {
+        let unpacked = directory + "/previous-unpacked"
+        try run(["dpkg-deb", "--raw-extract", package, unpacked])
+        let control = unpacked + "/DEBIAN/control"
+        var fields = try String(contentsOfFile: control, encoding: .utf8)
+        let current = try #require(fields.firstMatch(of: /(?m)^Version: (.+)$/)?.1)
+        let version = "\(current)~previous"
+        fields = fields.replacingOccurrences(of: "Version: \(current)\n", with: "Version: \(version)\n")
+        try fields.write(toFile: control, atomically: true, encoding: .utf8)
+        let path = directory + "/previous.deb"
+        try run(["dpkg-deb", "--root-owner-group", "--build", unpacked, path])
+        try run(["rm", "-rf", unpacked])
+        return (path, version)
+    }
+
+    @discardableResult
+    static func run(_ arguments: [String]) throws -> CommandResult {
+        let result = try Lab.runInTestNamespace(arguments, timeout: .seconds(120))
+        guard result.succeeded else { throw LabError("\(arguments.joined(separator: " ")): \(result)") }
+        return result
+    }
+
+    /// A registration an administrator sees refused in the journal as a warning: an UPDATE without OWNER.
+    static func registrationWithoutOwner(_ lab: Lab) throws -> [UInt8] {
+        try DNSMessage(
+            id: 0x0BAD, flags: DNSFlags(response: false, opcode: .update), authorities: MacSleeper.records(lab),
+            additionals: [
+                .opt(EDNSHeader(udpPayloadSize: 1440, flags: 0), options: [.updateLease(UpdateLease(lease: 7200))])
+            ]
+        ).encoded()
+    }
+
+    @Test(.timeLimit(.minutes(10)))
+    func theInstalledPackageServesUpgradesAndPurges() async throws {
+        let package = try #require(BootTestPackage.path)
+        try await BootedSystem.prepareRoot(repository: BootTestPackage.repository)
+        try await Lab.withLab { lab in
+            try await BootedSystem.withBooted(in: lab) { system in
+                let share = BootedSystem.sharedMountPoint
+                try Self.run(["cp", package, system.shared + "/current.deb"])
+                let previous = try Self.repackWithLowerVersion(package, into: system.shared)
+                let current = try Self.run(["dpkg-deb", "--field", package, "Version"]).stdout
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
+
+                // 1. Installed with apt (no network in the container: its dependencies are there), it starts.
+                try await system.runChecked(
+                    ["apt-get", "install", "-y", share + "/previous.deb"], timeout: .seconds(120))
+                #expect(try await system.run(["systemctl", "is-enabled", "sleepproxyd"]).stdout.hasPrefix("enabled"))
+                _ = try await activeService(system)
+                // The administrator names the interface, as the README says, and restarts it.
+                try await system.runChecked([
+                    "sed", "-i", "s/^# interfaces = \\[\\]$/interfaces = [\"eth0\"]/",
+                    "/etc/sleepproxy/sleepproxy.toml",
+                ])
+                try await system.runChecked([
+                    "grep", "-qx", "interfaces = \\[\"eth0\"\\]", "/etc/sleepproxy/sleepproxy.toml",
+                ])
+                try await system.runChecked(["systemctl", "restart", "sleepproxyd"])
+                var service = try await activeService(system)
+                #expect(service["StatusText"] == "holding 0 hosts on eth0", "\(service)")
+                #expect(try await journal(system).contains("configuration from /etc/sleepproxy/sleepproxy.toml"))
+                // It runs as the sleepproxy user, with exactly the two capabilities the unit grants.
+                let mainPID = try #require(service["MainPID"])
+                let status = try await system.runChecked(["cat", "/proc/\(mainPID)/status"]).stdout
+                let passwd = try await system.runChecked(["getent", "passwd", "sleepproxy"]).stdout
+                let uid = try #require(passwd.split(separator: ":").dropFirst(2).first)
+                #expect(status.contains("\nUid:\t\(uid)\t"), "\(status)")
+                #expect(status.contains("\nCapEff:\t0000000000003000\n"), "\(status)")
+
+                // 2. A Mac-style registration from the sleeper is answered; the sleeper is answered for and
+                // taken over while it sleeps.
+                try await MacSleeper.registerAndSleep(lab)
+                let sleeper = lab.host(.sleeper)
+                try await sleeperListed(system, in: "held")
+                let answer = try await lab.dig(
+                    from: .waker, server: lab.host(.proxy).ipv4, name: "Sleeper.local", type: "A")
+                #expect(answer.answers.contains { $0.type == "A" && $0.data == sleeper.ipv4 }, "\(answer)")
+                let arping = try await lab.run(.waker, ["arping", "-c", "1", "-w", "3", "-I", "eth0", sleeper.ipv4])
+                #expect(arping.stdout.lowercased().contains(lab.host(.proxy).macString.lowercased()), "\(arping)")
+                service = try await unit(system)
+                #expect(service["StatusText"] == "holding 1 host on eth0", "\(service)")
+
+                // 3. A reload keeps the process and the host.
+                try await system.runChecked(["systemctl", "reload", "sleepproxyd"])
+                _ = try await eventually("the reload in the journal") {
+                    try await journal(system).contains("reloaded the configuration") ? true : nil
+                }
+                #expect(try await unit(system)["MainPID"] == mainPID)
+                try await sleeperListed(system, in: "held")
+
+                // 4. The upgrade: the edited configuration stays (dpkg asks nothing: only the administrator changed
+                // it), the daemon is restarted with the new programs, the host is still held.
+                try await system.runChecked(
+                    ["apt-get", "install", "-y", share + "/current.deb"], timeout: .seconds(120))
+                let installed = try await system.runChecked(["dpkg-query", "-W", "-f", "${Version}", "sleepproxyd"])
+                #expect(installed.stdout == current && current != previous.version, "\(installed)")
+                #expect(try await system.runChecked(["sleepproxyd", "--version"]).stdout == current + "\n")
+                #expect(try await system.runChecked(["sleepproxyctl", "--version"]).stdout == current + "\n")
+                try await system.runChecked([
+                    "grep", "-qx", "interfaces = \\[\"eth0\"\\]", "/etc/sleepproxy/sleepproxy.toml",
+                ])
+                let leftovers = try await system.run(["sh", "-c", "ls /etc/sleepproxy/*.dpkg-* 2>/dev/null"])
+                #expect(leftovers.stdout.isEmpty, "\(leftovers)")
+                service = try await activeService(system, otherThan: mainPID)
+                try await sleeperListed(system, in: "held")
+
+                // 5. A restart keeps the host.
+                let upgradedPID = try #require(service["MainPID"])
+                try await system.runChecked(["systemctl", "restart", "sleepproxyd"])
+                service = try await activeService(system, otherThan: upgradedPID)
+                try await sleeperListed(system, in: "held")
+
+                // 6. A SYN from the waker wakes the sleeper; a restart during the wake continues it. One short
+                // connection attempt, over before the restart: a SYN retransmitted after it would start a new wake.
+                let nic = try lab.withNamespace(.sleeper) { try PacketCapture(interface: "eth0") }
+                defer { nic.close() }
+                try nic.setFilter("ether proto 0x0842")
+                _ = try await lab.run(.waker, ["nc", "-z", "-w", "2", sleeper.ipv4, "22"])
+                let first = try await firstElement(of: nic.frames, within: .seconds(10), "a magic packet") { _ in true }
+                #expect(try EthernetFrame(parsing: first.bytes).magicPacket?.target == MACAddress(sleeper.macString))
+                let waking = try await sleeperListed(system, in: "waking")
+                #expect(waking.wakeReason?.contains("TCP SYN from \(lab.host(.waker).ipv4)") == true, "\(waking)")
+                let beforeRestart = try #require(service["MainPID"])
+                try await system.runChecked(["systemctl", "restart", "sleepproxyd"])
+                _ = try await activeService(system, otherThan: beforeRestart)
+                var now = timespec()
+                clock_gettime(CLOCK_REALTIME, &now)
+                let restartedAt = Duration.seconds(now.tv_sec) + .nanoseconds(now.tv_nsec)
+                let resumed = try await sleeperListed(system, in: "waking", within: .seconds(5))
+                #expect(resumed.wakeReason == waking.wakeReason, "\(resumed)")
+                // Rounds go on every 2 s: magic packets keep arriving after the restart.
+                for count in 1...2 {
+                    _ = try await firstElement(
+                        of: nic.frames, within: .seconds(6), "magic packet \(count) after the restart"
+                    ) { $0.timestamp > restartedAt }
+                }
+                #expect(try await journal(system).contains("continu"), "the restored wake is logged")
+
+                // 7. sleepproxyctl: root, a member of the sleepproxy group, and someone else.
+                try await system.runChecked(["useradd", "--groups", "sleepproxy", "alice"])
+                try await system.runChecked(["useradd", "bob"])
+                let asRoot = try await system.run(["sleepproxyctl", "status"])
+                #expect(asRoot.status == 0 && asRoot.stdout.contains("eth0"), "\(asRoot)")
+                let asMember = try await system.run(["sleepproxyctl", "hosts"], user: "alice")
+                #expect(asMember.status == 0 && asMember.stdout.contains("Sleeper.local"), "\(asMember)")
+                let asOther = try await system.run(["sleepproxyctl", "hosts"], user: "bob")
+                #expect(asOther.status == 3 && asOther.stderr.lowercased().contains("permission denied"), "\(asOther)")
+
+                // 8. The journal has each line's priority: a refused registration is a warning, the start-up lines
+                // are not.
+                let client = try lab.withNamespace(.waker) {
+                    try DatagramSocket(family: .ipv4, interface: "eth0", port: 0)
+                }
+                defer { client.close() }
+                try client.send(
+                    try Self.registrationWithoutOwner(lab),
+                    to: Endpoint(address: try ip(lab.host(.proxy).ipv4), port: 5354), scopeID: 0,
+                    from: try ip(lab.host(.waker).ipv4), interfaceIndex: 0)
+                let warnings = try await eventually("the refusal in the journal") { () -> String? in
+                    let text = try await journal(system, ["-p", "warning"])
+                    return text.contains("no-owner") ? text : nil
+                }
+                #expect(!warnings.contains("configuration from"), "\(warnings)")
+                let fields = try await system.runChecked([
+                    "journalctl", "_SYSTEMD_UNIT=sleepproxyd.service", "--no-pager", "-o", "json",
+                    "--output-fields=PRIORITY,MESSAGE", "-p", "warning..warning",
+                ])
+                #expect(
+                    fields.stdout.split(separator: "\n").contains {
+                        $0.contains("no-owner") && $0.contains("\"PRIORITY\":\"4\"")
+                    },
+                    "\(fields.stdout)")
+
+                // 9. The watchdog restarts a daemon whose queue is stuck (a stopped process sends no WATCHDOG=1).
+                try await system.write(
+                    "[Service]\nWatchdogSec=3\nRestartSec=1\nLimitCORE=0\n",
+                    to: "/etc/systemd/system/sleepproxyd.service.d/watchdog-test.conf")
+                try await system.runChecked(["systemctl", "daemon-reload"])
+                try await system.runChecked(["systemctl", "restart", "sleepproxyd"])
+                service = try await activeService(system)
+                let stuck = try #require(service["MainPID"])
+                let restartsBefore = Int(service["NRestarts"] ?? "") ?? -1
+                try await system.runChecked(["kill", "-STOP", stuck])
+                service = try await activeService(system, otherThan: stuck, within: .seconds(20))
+                #expect((Int(service["NRestarts"] ?? "") ?? -1) > restartsBefore, "\(service)")
+                let all = try await system.runChecked(["journalctl", "-u", "sleepproxyd", "--no-pager", "-o", "cat"])
+                #expect(all.stdout.contains("Watchdog timeout"), "\(all.stdout)")
+                try await system.runChecked(["rm", "-r", "/etc/systemd/system/sleepproxyd.service.d"])
+                try await system.runChecked(["systemctl", "daemon-reload"])
+
+                // 10. Remove keeps the configuration and the lease store; purge removes them.
+                try await system.runChecked(["apt-get", "remove", "-y", "sleepproxyd"], timeout: .seconds(120))
+                #expect(try await system.run(["systemctl", "is-active", "sleepproxyd"]).stdout.hasPrefix("inactive"))
+                try await system.runChecked(["test", "-f", "/etc/sleepproxy/sleepproxy.toml"])
+                try await system.runChecked(["test", "-f", "/var/lib/private/sleepproxy/leases.sqlite"])
+                try await system.runChecked(["test", "!", "-e", "/usr/sbin/sleepproxyd"])
+                try await system.runChecked(["apt-get", "purge", "-y", "sleepproxyd"], timeout: .seconds(120))
+                for path in [
+                    "/etc/sleepproxy", "/var/lib/sleepproxy", "/var/lib/private/sleepproxy", "/usr/sbin/sleepproxyd",
+                    "/usr/bin/sleepproxyctl", "/lib/systemd/system/sleepproxyd.service",
+                    "/usr/lib/sysusers.d/sleepproxy.conf",
+                    "/etc/systemd/system/multi-user.target.wants/sleepproxyd.service",
+                ] {
+                    let gone = try await system.run(["test", "!", "-e", path])
+                    #expect(gone.status == 0, "\(path) is left after purge")
+                }
+                let record = try await system.run(["dpkg-query", "-W", "-f", "${Status}", "sleepproxyd"])
+                #expect(!record.stdout.contains("installed"), "\(record)")
+                // Debian leaves system users in place.
+                try await system.runChecked(["getent", "passwd", "sleepproxy"])
+            }
+        }
+    }
+}
+
+/// The package the boot test installs.
+enum BootTestPackage {
+    static var repository: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().path
+    }
+
+    /// The package under test: `SLEEPPROXY_DEB`, else the newest `dist/sleepproxyd_<release>-*.deb`.
+    static let path: String? = {
+        if let named = ProcessInfo.processInfo.environment["SLEEPPROXY_DEB"], !named.isEmpty { return named }
+        let directory = repository + "/dist"
+        let candidates = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+            .filter { $0.hasPrefix("sleepproxyd_\(SleepProxyVersion.release)-") && $0.hasSuffix(".deb") }
+            .map { directory + "/" + $0 }
+        return candidates.max { modified($0) < modified($1) }
+    }()
+
+    static let missing =
+        "no sleepproxyd_\(SleepProxyVersion.release)-*.deb in dist/: `make deb` builds it (`make test` does, as root), or SLEEPPROXY_DEB names one"
+
+    private static func modified(_ path: String) -> Double {
+        var info = stat()
+        return stat(path, &info) == 0 ? Double(info.st_mtim.tv_sec) : 0
+    }
+
+}
