@@ -189,9 +189,10 @@ extension SleepProxyCore {
         let names = gone.map { "\($0.record.name) \($0.record.type)" }.joined(separator: ", ")
         let detail = "\(gone.count) of its records (\(names)): \(reason.detail)"
         let event = Event(time: now, kind: reason.kind, interface: key.interface, owner: key.primaryMAC, detail: detail)
-        return actions + [
-            .store(.saveOwner(owner)), .store(.appendEvent(event)), .log(reason.level, "\(key): \(detail)"),
-        ]
+        actions += [.store(.saveOwner(owner)), .store(.appendEvent(event)), .log(reason.level, "\(key): \(detail)")]
+        // A wake of some records keeps their positions in the store: they move with the records that are left.
+        if hosts[key]?.wake != nil { actions.append(storedWakeChange(of: key)) }
+        return actions
     }
 
     /// Forgets an owner at the administrator's request: goodbyes (TTL 0) for its records, so that caches drop them

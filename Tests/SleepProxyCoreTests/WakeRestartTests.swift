@@ -118,6 +118,48 @@ struct WakeRestartTests {
         #expect(mirror.wakes[key] == nil, "the finished wake is cleared in the store")
     }
 
+    /// The store keeps a record wake's records by position: when older records go (the host announced with its
+    /// OWNER more than 60 s after registering them), the positions follow the records that are left.
+    @Test func theWithdrawnPositionsFollowTheRecordsThatAreLeft() throws {
+        var harness = ConflictTests.holding()
+        let start = harness.now - .seconds(3)
+        let extra = DNSRecord(name: "extra.local.", ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 77, 0, 2)))
+        // A later datagram of the same registration adds one record, 30 s after the others.
+        harness.now = start + .seconds(30)
+        harness.register(
+            Update.bytes(id: 0x4B2F, records: [extra], owner: OwnerOption(sequence: 1, primaryMAC: ConflictTests.mac)))
+        harness.run(until: start + .seconds(31))
+        let intruder = try DNSMessage(
+            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
+            answers: [
+                DNSRecord(name: "extra.local.", ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 77, 0, 66)))
+            ]
+        ).encoded()
+        harness.mdns(intruder, mac: ConflictTests.intruderMAC)
+        harness.advance(.seconds(1))
+        harness.mdns(intruder, mac: ConflictTests.intruderMAC)
+        let key = OwnerKey(interface: Harness.interface, primaryMAC: ConflictTests.mac)
+        var mirror = StoreMirror()
+        mirror.apply(harness.log)
+        #expect(mirror.wakes[key]?.withdrawn == [5], "\(String(describing: mirror.wakes[key]))")
+        // At 61 s the host announces with its OWNER: the five records of the first datagram are released.
+        harness.run(until: start + .seconds(61))
+        let announcement = try DNSMessage(
+            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
+            answers: [
+                DNSRecord(name: "sleepy.local.", ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 77, 0, 2)))
+            ],
+            additionals: [Update.opt(owner: OwnerOption(sequence: 1, primaryMAC: ConflictTests.mac), lease: nil)]
+        ).encoded()
+        harness.mdns(announcement, mac: ConflictTests.mac)
+        mirror.apply(harness.log)
+        let owner = try #require(mirror.owners[key])
+        #expect(owner.records.map(\.record) == [extra])
+        #expect(mirror.wakes[key]?.withdrawn == [0], "\(String(describing: mirror.wakes[key]))")
+        let restarted = Self.restarted(from: mirror, at: harness.now)
+        #expect(restarted.core.state(of: key) == .waking(reason: try #require(mirror.wakes[key]).reason, rounds: 15))
+    }
+
     @Test func aRegistrationCallsARestoredWakeOffInTheStoreToo() throws {
         var harness = TakeoverTests.taken()
         harness.frame(WakeTests.segment(22, .syn))
