@@ -107,8 +107,8 @@ func makeEvent(_ n: Int, kind: Event.Kind = .registered) -> Event {
         source: Endpoint(address: .v4(IPv4Address(10, 77, 0, 10)), port: 5353), detail: "event \(n)")
 }
 
-/// Runs SQL against the store's file over a connection of the test's own, for corrupting rows or versions.
-func executeRawSQL(_ sql: String, inDirectory directory: String) throws {
+/// Runs `body` with a connection of the test's own to the store's file in `directory`.
+func withRawConnection<R>(inDirectory directory: String, _ body: (OpaquePointer?) throws -> R) throws -> R {
     var db: OpaquePointer?
     let path = directory + "/" + LeaseStore.fileName
     guard sqlite3_open(path, &db) == SQLITE_OK else {
@@ -116,10 +116,17 @@ func executeRawSQL(_ sql: String, inDirectory directory: String) throws {
         throw RawSQLError(message: "cannot open \(path)")
     }
     defer { sqlite3_close(db) }
-    var message: UnsafeMutablePointer<CChar>?
-    guard sqlite3_exec(db, sql, nil, nil, &message) == SQLITE_OK else {
-        defer { sqlite3_free(message) }
-        throw RawSQLError(message: message.map { String(cString: $0) } ?? "unknown error")
+    return try body(db)
+}
+
+/// Runs SQL against the store's file over a connection of the test's own, for corrupting rows or versions.
+func executeRawSQL(_ sql: String, inDirectory directory: String) throws {
+    try withRawConnection(inDirectory: directory) { db in
+        var message: UnsafeMutablePointer<CChar>?
+        guard sqlite3_exec(db, sql, nil, nil, &message) == SQLITE_OK else {
+            defer { sqlite3_free(message) }
+            throw RawSQLError(message: message.map { String(cString: $0) } ?? "unknown error")
+        }
     }
 }
 
@@ -130,21 +137,16 @@ struct RawSQLError: Error, CustomStringConvertible {
 
 /// The first column of every row `sql` returns, as text, over a connection of the test's own.
 func rawTexts(_ sql: String, inDirectory directory: String) throws -> [String] {
-    var db: OpaquePointer?
-    let path = directory + "/" + LeaseStore.fileName
-    guard sqlite3_open(path, &db) == SQLITE_OK else {
-        sqlite3_close(db)
-        throw RawSQLError(message: "cannot open \(path)")
+    try withRawConnection(inDirectory: directory) { db in
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK else {
+            throw RawSQLError(message: String(cString: sqlite3_errmsg(db)))
+        }
+        defer { sqlite3_finalize(statement) }
+        var texts: [String] = []
+        while sqlite3_step(statement) == SQLITE_ROW {
+            texts.append(sqlite3_column_text(statement, 0).map { String(cString: $0) } ?? "NULL")
+        }
+        return texts
     }
-    defer { sqlite3_close(db) }
-    var statement: OpaquePointer?
-    guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK else {
-        throw RawSQLError(message: String(cString: sqlite3_errmsg(db)))
-    }
-    defer { sqlite3_finalize(statement) }
-    var texts: [String] = []
-    while sqlite3_step(statement) == SQLITE_ROW {
-        texts.append(sqlite3_column_text(statement, 0).map { String(cString: $0) } ?? "NULL")
-    }
-    return texts
 }

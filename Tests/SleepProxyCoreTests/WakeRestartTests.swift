@@ -52,13 +52,19 @@ struct WakeRestartTests {
         return rounds
     }
 
-    @Test func aRestartedProxySendsTheRoundsThatWereLeft() throws {
+    /// A held host woken by a SYN at `start`, its wake run until `start + elapsed`, and what the store then holds.
+    static func wokenAndStored(for elapsed: Duration) throws -> (start: UnixTime, mirror: StoreMirror) {
         var harness = TakeoverTests.taken()
         let start = harness.now
         harness.frame(WakeTests.segment(22, .syn))
-        _ = try Self.rounds(&harness, until: start + .seconds(5))
+        _ = try rounds(&harness, until: start + elapsed)
         var mirror = StoreMirror()
         mirror.apply(harness.log)
+        return (start, mirror)
+    }
+
+    @Test func aRestartedProxySendsTheRoundsThatWereLeft() throws {
+        let (start, mirror) = try Self.wokenAndStored(for: .seconds(5))
         let stored = try #require(mirror.wakes[Self.key])
         #expect(stored.rounds == 3 && stored.goodbyes == 0 && stored.withdrawn == nil, "\(stored)")
         #expect(stored.next == start + .seconds(6) && stored.reason.contains("TCP SYN"), "\(stored)")
@@ -80,12 +86,7 @@ struct WakeRestartTests {
     }
 
     @Test func anOverdueRoundGoesOutAtOnce() throws {
-        var harness = TakeoverTests.taken()
-        let start = harness.now
-        harness.frame(WakeTests.segment(22, .syn))
-        _ = try Self.rounds(&harness, until: start + .seconds(1))
-        var mirror = StoreMirror()
-        mirror.apply(harness.log)
+        let (start, mirror) = try Self.wokenAndStored(for: .seconds(1))
         // Down for 20 s: the second round, due at 2 s, goes out as soon as the proxy is back.
         var restarted = Self.restarted(from: mirror, at: start + .seconds(21))
         let rounds = try Self.rounds(&restarted, until: start + .seconds(26))
