@@ -605,14 +605,15 @@ struct CrashSafetyLabTests {
             // A newer sleepproxyd's store: refused, untouched.
             let newer = lab.workDirectory + "/newer"
             try LeaseStore(directory: newer).apply([.saveOwner(Self.owner(7))])
-            try Self.sqlite(newer + "/leases.sqlite", "PRAGMA user_version = 2;")
+            let newerVersion = LeaseStore.schemaVersion + 1
+            try Self.sqlite(newer + "/leases.sqlite", "PRAGMA user_version = \(newerVersion);")
             let newerBytes = FileManager.default.contents(atPath: newer + "/leases.sqlite")
             let downgrade = try Self.failedStart(lab, state: newer)
             #expect(downgrade.status == 1, "\(downgrade.log)")
             #expect(
                 downgrade.log.contains("cannot start: lease store \(newer)/leases.sqlite: open: newer schema: "),
                 "\(downgrade.log)")
-            #expect(downgrade.log.contains("schema version 2"), "\(downgrade.log)")
+            #expect(downgrade.log.contains("schema version \(newerVersion)"), "\(downgrade.log)")
             #expect(FileManager.default.contents(atPath: newer + "/leases.sqlite") == newerBytes)
             #expect(try FileManager.default.contentsOfDirectory(atPath: newer) == ["leases.sqlite"])
         }

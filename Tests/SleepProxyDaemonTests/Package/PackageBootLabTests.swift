@@ -150,6 +150,16 @@ struct PackageBootLabTests {
                 let uid = try #require(passwd.split(separator: ":").dropFirst(2).first)
                 #expect(status.contains("\nUid:\t\(uid)\t"), "\(status)")
                 #expect(status.contains("\nCapEff:\t0000000000003000\n"), "\(status)")
+                // The files the unit's Documentation= names are installed.
+                let documentation = try await system.runChecked([
+                    "systemctl", "show", "-p", "Documentation", "sleepproxyd",
+                ])
+                let files = documentation.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "=" })
+                    .filter { $0.hasPrefix("file:") }.map { String($0.dropFirst(5)) }
+                #expect(!files.isEmpty, "\(documentation)")
+                for file in files {
+                    #expect(try await system.run(["test", "-f", file]).status == 0, "\(file) is not installed")
+                }
 
                 // 2. A Mac-style registration from the sleeper is answered; the sleeper is answered for and
                 // taken over while it sleeps.
