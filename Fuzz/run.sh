@@ -36,7 +36,7 @@ out=$scratch/fuzz
 mkdir -p "$out/logs"
 flags=(-sanitize=fuzzer,address -parse-as-library -O -g -wmo -use-ld=lld -swift-version 6
     -enable-upcoming-feature ExistentialAny -enable-upcoming-feature MemberImportVisibility
-    -enable-upcoming-feature InternalImportsByDefault -I "$out")
+    -enable-upcoming-feature InternalImportsByDefault -I "$out" -I Sources/CBuildInfo/include)
 
 # Two runs at once build one at a time; the second finds the first's products up to date.
 exec 9>"$out/build.lock"
@@ -97,6 +97,13 @@ if wants config; then
 fi
 
 sources() { find "Sources/$1" -name '*.swift' | sort; }
+# CBuildInfo, the C target SleepProxyControl imports (its module map is in its include folder).
+if wants control || wants config; then
+    if stale "$out/CBuildInfo.o" Sources/CBuildInfo; then
+        clang -O -g -fsanitize=fuzzer-no-link,address -I Sources/CBuildInfo/include -c Sources/CBuildInfo/build_info.c \
+            -o "$out/CBuildInfo.o" || { echo "fuzz: building CBuildInfo FAILED" >&2; exit 1; }
+    fi
+fi
 wave1=("module NetworkAddresses -- \$(sources NetworkAddresses)")
 wants control || wants config && wave1+=("module SleepProxyControl -- \$(sources SleepProxyControl)")
 together "${wave1[@]}"
@@ -128,10 +135,10 @@ build() {  # build TARGET MAIN OBJECTS...: the fuzzer executable
 links=()
 wants dns && links+=("build dns Fuzz/DNSMessageFuzzer.swift $out/NetworkAddresses.o $out/DNSWire.o")
 wants frames && links+=("build frames Fuzz/FrameFuzzer.swift $out/NetworkAddresses.o $out/Frames.o")
-wants control && links+=("build control Fuzz/ControlRequestFuzzer.swift $out/SleepProxyControl.o")
+wants control && links+=("build control Fuzz/ControlRequestFuzzer.swift $out/SleepProxyControl.o $out/CBuildInfo.o")
 core=("$out/NetworkAddresses.o" "$out/DNSWire.o" "$out/Frames.o" "$out/SleepProxyCore.o")
 wants keepalive && links+=("build keepalive Fuzz/KeepaliveRecordFuzzer.swift ${core[*]}")
-daemon=("${core[@]}" "$out/LeaseStore.o" "$out/SleepProxyControl.o" "$out/SleepProxyDaemon.o")
+daemon=("${core[@]}" "$out/LeaseStore.o" "$out/SleepProxyControl.o" "$out/CBuildInfo.o" "$out/SleepProxyDaemon.o")
 wants config && links+=("build config Fuzz/ConfigFileFuzzer.swift ${daemon[*]} \"\${packaged[@]}\"")
 together "${links[@]}"
 flock -u 9
