@@ -114,12 +114,18 @@ struct PackageBootLabTests {
         ).encoded()
     }
 
+    /// What each step saw, for whoever reads the test's output.
+    static func say(_ text: String) { print("package boot: \(text)") }
+
     @Test(.timeLimit(.minutes(10)))
     func theInstalledPackageServesUpgradesAndPurges() async throws {
         let package = try #require(BootTestPackage.path)
         try await BootedSystem.prepareRoot(repository: BootTestPackage.repository)
         try await Lab.withLab { lab in
+            let booting = ContinuousClock.now
             try await BootedSystem.withBooted(in: lab) { system in
+                Self.say(
+                    "\(system.name) booted to \"running\" in \(ContinuousClock.now - booting); installing \(package)")
                 let share = BootedSystem.sharedMountPoint
                 try Self.run(["cp", package, system.shared + "/current.deb"])
                 let previous = try Self.repackWithLowerVersion(package, into: system.shared)
@@ -150,6 +156,9 @@ struct PackageBootLabTests {
                 let uid = try #require(passwd.split(separator: ":").dropFirst(2).first)
                 #expect(status.contains("\nUid:\t\(uid)\t"), "\(status)")
                 #expect(status.contains("\nCapEff:\t0000000000003000\n"), "\(status)")
+                Self.say(
+                    "installed \(previous.version) with apt: enabled, active; interface set and restarted: \"\(service["StatusText"] ?? "")\", main PID \(mainPID), uid \(uid), capabilities 0x3000"
+                )
                 // The files the unit's Documentation= names are installed.
                 let documentation = try await system.runChecked([
                     "systemctl", "show", "-p", "Documentation", "sleepproxyd",
@@ -173,6 +182,9 @@ struct PackageBootLabTests {
                 #expect(arping.stdout.lowercased().contains(lab.host(.proxy).macString.lowercased()), "\(arping)")
                 service = try await unit(system)
                 #expect(service["StatusText"] == "holding 1 host on eth0", "\(service)")
+                Self.say(
+                    "Mac-style registration answered; Sleeper.local held, A \(sleeper.ipv4) answered, ARP answered with \(lab.host(.proxy).macString); \"\(service["StatusText"] ?? "")\""
+                )
 
                 // 3. A reload keeps the process and the host.
                 try await system.runChecked(["systemctl", "reload", "sleepproxyd"])
@@ -181,6 +193,7 @@ struct PackageBootLabTests {
                 }
                 #expect(try await unit(system)["MainPID"] == mainPID)
                 try await sleeperListed(system, in: "held")
+                Self.say("reload: main PID \(mainPID) kept, Sleeper.local held")
 
                 // 4. The upgrade: the edited configuration stays (dpkg asks nothing: only the administrator changed
                 // it), the daemon is restarted with the new programs, the host is still held.
@@ -197,12 +210,16 @@ struct PackageBootLabTests {
                 #expect(leftovers.stdout.isEmpty, "\(leftovers)")
                 service = try await activeService(system, otherThan: mainPID)
                 try await sleeperListed(system, in: "held")
+                Self.say(
+                    "upgraded to \(current): --version \(current), edited configuration kept, main PID \(mainPID) -> \(service["MainPID"] ?? "?"), Sleeper.local held"
+                )
 
                 // 5. A restart keeps the host.
                 let upgradedPID = try #require(service["MainPID"])
                 try await system.runChecked(["systemctl", "restart", "sleepproxyd"])
                 service = try await activeService(system, otherThan: upgradedPID)
                 try await sleeperListed(system, in: "held")
+                Self.say("restart: main PID \(upgradedPID) -> \(service["MainPID"] ?? "?"), Sleeper.local held")
 
                 // 6. A SYN from the waker wakes the sleeper; a restart during the wake continues it. One short
                 // connection attempt, over before the restart: a SYN retransmitted after it would start a new wake.
@@ -228,7 +245,13 @@ struct PackageBootLabTests {
                         of: nic.frames, within: .seconds(6), "magic packet \(count) after the restart"
                     ) { $0.timestamp > restartedAt }
                 }
-                #expect(try await journal(system).contains("continu"), "the restored wake is logged")
+                let continued = try await journal(system).split(separator: "\n").first {
+                    $0.contains("the wake continues")
+                }
+                #expect(continued != nil, "the restored wake is logged")
+                Self.say(
+                    "SYN to port 22: magic packets, Sleeper.local waking; restart during the wake: still waking, magic packets go on; the log: \(continued ?? "-")"
+                )
 
                 // 7. sleepproxyctl: root, a member of the sleepproxy group, and someone else.
                 try await system.runChecked(["useradd", "--groups", "sleepproxy", "alice"])
@@ -239,6 +262,9 @@ struct PackageBootLabTests {
                 #expect(asMember.status == 0 && asMember.stdout.contains("Sleeper.local"), "\(asMember)")
                 let asOther = try await system.run(["sleepproxyctl", "hosts"], user: "bob")
                 #expect(asOther.status == 3 && asOther.stderr.lowercased().contains("permission denied"), "\(asOther)")
+                Self.say(
+                    "sleepproxyctl: root exit \(asRoot.status), alice (group sleepproxy) exit \(asMember.status), bob exit \(asOther.status): \(asOther.stderr.trimmingCharacters(in: .whitespacesAndNewlines))"
+                )
 
                 // 8. The journal has each line's priority: a refused registration is a warning, the start-up lines
                 // are not.
@@ -264,6 +290,9 @@ struct PackageBootLabTests {
                         $0.contains("no-owner") && $0.contains("\"PRIORITY\":\"4\"")
                     },
                     "\(fields.stdout)")
+                Self.say(
+                    "journalctl -p warning: \(warnings.split(separator: "\n").first { $0.contains("no-owner") } ?? "-")"
+                )
 
                 // 9. The watchdog restarts a daemon whose queue is stuck (a stopped process sends no WATCHDOG=1).
                 try await system.write(
@@ -275,7 +304,11 @@ struct PackageBootLabTests {
                 let stuck = try #require(service["MainPID"])
                 let restartsBefore = Int(service["NRestarts"] ?? "") ?? -1
                 try await system.runChecked(["kill", "-STOP", stuck])
+                let stopped = ContinuousClock.now
                 service = try await activeService(system, otherThan: stuck, within: .seconds(20))
+                Self.say(
+                    "watchdog (WatchdogSec=3): main PID \(stuck) stopped, restarted as \(service["MainPID"] ?? "?") after \(ContinuousClock.now - stopped), NRestarts \(service["NRestarts"] ?? "?")"
+                )
                 #expect((Int(service["NRestarts"] ?? "") ?? -1) > restartsBefore, "\(service)")
                 let all = try await system.runChecked(["journalctl", "-u", "sleepproxyd", "--no-pager", "-o", "cat"])
                 #expect(all.stdout.contains("Watchdog timeout"), "\(all.stdout)")
@@ -302,6 +335,8 @@ struct PackageBootLabTests {
                 #expect(!record.stdout.contains("installed"), "\(record)")
                 // Debian leaves system users in place.
                 try await system.runChecked(["getent", "passwd", "sleepproxy"])
+                Self.say(
+                    "remove kept the configuration and the lease store; purge removed them, the unit and the programs")
             }
         }
     }
