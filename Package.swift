@@ -43,6 +43,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // The sleep client's pure side: which proxy to choose, and the registration messages it sends.
+        .target(
+            name: "SleepProxyClientCore",
+            dependencies: ["DNSWire", "NetworkAddresses"],
+            swiftSettings: swiftSettings
+        ),
+
         // The lease store: SQLite in WAL mode, mirroring the core's owners and events.
         .systemLibrary(
             name: "CSQLite",
@@ -148,6 +155,11 @@ let package = Package(
             name: "lease-store-crash-helper",
             dependencies: ["LeaseStore", "SleepProxyCore", "DNSWire", "NetworkAddresses"],
             path: "Tests/LeaseStoreCrashHelper",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SleepProxyClientCoreTests",
+            dependencies: ["SleepProxyClientCore", "DNSWire", "NetworkAddresses", "FixtureSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
