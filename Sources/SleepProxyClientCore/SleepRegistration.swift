@@ -3,7 +3,11 @@ public import DNSWire
 /// A client's registration with a sleep proxy, as a Mac sends it (mDNS.c `SendSPSRegistrationForOwner`;
 /// PROTOCOL.md sections 2.2 to 2.6): DNS UPDATE messages with the records in the update section (cache-flush
 /// set on unique records, each with its own TTL), no zone section, and one OPT closing each message with the
-/// Update-Lease and OWNER options. Every message of one registration, and every retransmission, has the same ID.
+/// Update-Lease and OWNER options, the same in every message of one registration.
+///
+/// Each message has its own ID (`id`, then `id + 1`, ...), kept by its retransmissions. Macs since OS X 10.8 give
+/// every message of a registration one ID and take any reply with it as an answer for all of them; Macs before
+/// gave each its own, as here: the client then knows that every message was answered, not just one.
 public struct SleepRegistration: Hashable, Sendable {
     /// DNS data a message may hold after its 12-byte header once it has one record (`NormalMaxDNSMessageData`).
     public static let normalMessageData = 1_440
@@ -12,7 +16,7 @@ public struct SleepRegistration: Hashable, Sendable {
     public static let absoluteMessageData = 8_940
     static let headerSize = 12
 
-    /// The message ID, random and not zero.
+    /// The first message's ID, random and not zero.
     public var id: UInt16
     /// The records, `cacheFlush` set on those unique to this host.
     public var records: [DNSRecord]
@@ -44,14 +48,14 @@ public struct SleepRegistration: Hashable, Sendable {
         var pending: [DNSRecord] = []
         var pendingBytes: [UInt8]?
         for record in records {
-            let trial = try encoded(pending + [record])
+            let trial = try encoded(pending + [record], id: messageID(datagrams.count))
             if trial.count <= Self.headerSize + Self.normalMessageData {
                 pending.append(record)
                 pendingBytes = trial
                 continue
             }
             if let bytes = pendingBytes { datagrams.append(bytes) }
-            let alone = try encoded([record])
+            let alone = try encoded([record], id: messageID(datagrams.count))
             guard alone.count <= Self.headerSize + Self.absoluteMessageData else {
                 throw SleepRegistrationError(
                     "the record \(record.name) \(record.type) makes a message of \(alone.count) bytes, more than the \(Self.headerSize + Self.absoluteMessageData) a registration may have"
@@ -70,7 +74,17 @@ public struct SleepRegistration: Hashable, Sendable {
         return datagrams
     }
 
-    private func encoded(_ records: [DNSRecord]) throws(SleepRegistrationError) -> [UInt8] {
+    /// The ID of message `index`: `id`, then the next ones, never zero.
+    public func messageID(_ index: Int) -> UInt16 {
+        var value = id
+        for _ in 0..<index {
+            value &+= 1
+            if value == 0 { value = 1 }
+        }
+        return value
+    }
+
+    private func encoded(_ records: [DNSRecord], id: UInt16) throws(SleepRegistrationError) -> [UInt8] {
         do {
             return try DNSMessage(
                 id: id, flags: DNSFlags(response: false, opcode: .update), authorities: records, additionals: [opt]

@@ -31,7 +31,8 @@ import Testing
     }
 
     /// A host with 40 services does not fit in one message: several, none over 1,440 bytes of DNS data, each with
-    /// the same ID and the same OPT, together holding every record once, in order.
+    /// its own ID (the first one given, then the next) and the same OPT, together holding every record once, in
+    /// order.
     @Test func manyServicesAreSplitAcrossMessages() throws {
         let host: DNSName = "desktop.local."
         var records = [DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 77, 0, 2)))]
@@ -53,10 +54,11 @@ import Testing
         let datagrams = try registration.datagrams()
         #expect(datagrams.count > 1)
         var carried: [DNSRecord] = []
-        for bytes in datagrams {
+        for (index, bytes) in datagrams.enumerated() {
             #expect(bytes.count <= 12 + SleepRegistration.normalMessageData, "\(bytes.count) bytes")
             let message = try DNSMessage(decoding: bytes)
-            #expect(message.id == 0x5151 && message.flags.opcode == .update && message.zones.isEmpty)
+            #expect(message.id == 0x5151 + UInt16(index) && message.id == registration.messageID(index))
+            #expect(message.flags.opcode == .update && message.zones.isEmpty)
             #expect(message.additionals == [registration.opt])
             carried += message.updates
         }
@@ -66,7 +68,8 @@ import Testing
             let count = try DNSMessage(decoding: bytes).updates.count
             let first = datagrams[..<index].reduce(0) { $0 + ((try? DNSMessage(decoding: $1).updates.count) ?? 0) }
             let bigger = SleepRegistration(
-                id: 0x5151, records: Array(records[first...(first + count)]), owner: owner, lease: 3600)
+                id: registration.messageID(index), records: Array(records[first...(first + count)]), owner: owner,
+                lease: 3600)
             #expect(try bigger.datagrams().count == 2)
         }
     }
@@ -89,5 +92,12 @@ import Testing
             try SleepRegistration(id: 1, records: [small, huge], owner: owner).datagrams()
         }
         #expect(error?.description.contains("huge.local.") == true, "\(String(describing: error))")
+    }
+
+    /// IDs go on past 0xFFFF without ever being zero.
+    @Test func messageIDsWrapAroundZero() {
+        let owner = OwnerOption(sequence: 1, primaryMAC: MACAddress(0x02, 0x77, 0, 0, 0, 2))
+        let registration = SleepRegistration(id: 0xFFFE, records: [], owner: owner)
+        #expect((0..<4).map(registration.messageID) == [0xFFFE, 0xFFFF, 1, 2])
     }
 }
