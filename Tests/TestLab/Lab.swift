@@ -235,19 +235,7 @@ public final class Lab: Sendable {
     /// Starts a long-running `arguments` inside `role`'s namespace. Its output goes to files in
     /// ``workDirectory``; the lab kills it (and its process group) at teardown.
     public func spawn(_ role: Role, _ arguments: [String]) throws -> LabProcess {
-        let argv = try execArguments(role, arguments)
-        return try state.withLock { state in
-            guard !state.tornDown else { throw LabError("cannot spawn \(arguments): the lab is torn down") }
-            let base = "\(workDirectory)/\(state.processes.count)-\(role.rawValue)"
-            let process = LabProcess(
-                pid: try Subprocess.spawn(argv, stdout: .file(base + ".out"), stderr: .file(base + ".err")),
-                arguments: arguments,
-                stdoutPath: base + ".out",
-                stderrPath: base + ".err"
-            )
-            state.processes.append(process)
-            return process
-        }
+        try track(try execArguments(role, arguments), as: arguments) { "\($0)-\(role.rawValue)" }
     }
 
     /// Starts a long-running `arguments` in the test process's own namespaces rather than in a lab host, for a
@@ -258,12 +246,17 @@ public final class Lab: Sendable {
         guard let executable = arguments.first.flatMap(Subprocess.which) else {
             throw LabError("command not found: \(arguments.first ?? "(none)")")
         }
-        return try state.withLock { state in
+        return try track([executable] + arguments.dropFirst(), as: arguments) { _ in label }
+    }
+
+    /// Starts `argv`, its output in files of ``workDirectory`` named by `name` (given the number of processes
+    /// started so far), and keeps it for teardown.
+    private func track(_ argv: [String], as arguments: [String], name: (Int) -> String) throws -> LabProcess {
+        try state.withLock { state in
             guard !state.tornDown else { throw LabError("cannot spawn \(arguments): the lab is torn down") }
-            let base = "\(workDirectory)/\(label)"
+            let base = "\(workDirectory)/\(name(state.processes.count))"
             let process = LabProcess(
-                pid: try Subprocess.spawn(
-                    [executable] + arguments.dropFirst(), stdout: .file(base + ".out"), stderr: .file(base + ".err")),
+                pid: try Subprocess.spawn(argv, stdout: .file(base + ".out"), stderr: .file(base + ".err")),
                 arguments: arguments,
                 stdoutPath: base + ".out",
                 stderrPath: base + ".err"
