@@ -79,11 +79,20 @@ let package = Package(
         // version both print.
         .target(name: "SleepProxyControl", dependencies: ["CBuildInfo"], swiftSettings: swiftSettings),
 
+        // Sockets and interfaces, shared by the daemon and the sleep client: UDP with packet info, and what an
+        // interface has (index, MAC, addresses).
+        .target(
+            name: "NetworkIO",
+            dependencies: ["SleepProxyCore", "NetworkAddresses", "CNetSupport"],
+            swiftSettings: swiftSettings
+        ),
+
         // The I/O shells.
         .target(
             name: "SleepProxyDaemon",
             dependencies: [
                 "SleepProxyCore", "LeaseStore", "DNSWire", "Frames", "NetworkAddresses", "CPcap", "CNetSupport",
+                "NetworkIO",
                 "SleepProxyControl",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
@@ -114,7 +123,7 @@ let package = Package(
             name: "SleepProxyBenchmarks",
             dependencies: [
                 "DNSWire", "Frames", "NetworkAddresses", "SleepProxyCore", "LeaseStore", "SleepProxyDaemon", "TestLab",
-                .product(name: "Logging", package: "swift-log"),
+                "NetworkIO", .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/SleepProxyBenchmarks",
             swiftSettings: swiftSettings
@@ -178,7 +187,7 @@ let package = Package(
             name: "SleepProxyDaemonTests",
             dependencies: [
                 "SleepProxyDaemon", "SleepProxyCore", "LeaseStore", "DNSWire", "Frames", "NetworkAddresses", "TestLab",
-                "SleepProxyControl", "sleepproxyctl",
+                "SleepProxyControl", "sleepproxyctl", "NetworkIO",
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
             swiftSettings: swiftSettings

@@ -2,6 +2,7 @@ import DNSWire
 import Foundation
 import Frames
 import NetworkAddresses
+import NetworkIO
 import SleepProxyCore
 import SleepProxyDaemon
 import TestLab

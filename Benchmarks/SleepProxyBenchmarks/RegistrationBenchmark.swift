@@ -4,6 +4,7 @@ import Foundation
 import LeaseStore
 import Logging
 import NetworkAddresses
+import NetworkIO
 import SleepProxyCore
 import SleepProxyDaemon
 

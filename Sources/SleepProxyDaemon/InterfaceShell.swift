@@ -2,6 +2,7 @@ public import Dispatch
 public import Frames
 public import Logging
 public import NetworkAddresses
+import NetworkIO
 public import SleepProxyCore
 
 #if canImport(Glibc)

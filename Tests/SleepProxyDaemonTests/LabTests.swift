@@ -1,4 +1,5 @@
 import Foundation
+import NetworkIO
 import SleepProxyDaemon
 import TestLab
 import Testing

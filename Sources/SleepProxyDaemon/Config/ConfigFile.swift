@@ -1,4 +1,5 @@
 import NetworkAddresses
+import NetworkIO
 public import TOMLKit
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 public import Dispatch
 public import Logging
+import NetworkIO
 public import SleepProxyControl
 import Synchronization
 

@@ -1,5 +1,6 @@
 import CNetSupport
 public import NetworkAddresses
+public import NetworkIO
 import Synchronization
 
 #if canImport(Glibc)

@@ -1,6 +1,7 @@
 // CPcap's headers bring in <sys/time.h> outside the Glibc module: in an optimized (whole-module) build, `timespec`
 // and `timeval` then belong to CPcap, whose import their members need.
 import CPcap
+import NetworkIO
 
 #if canImport(Glibc)
     import Glibc

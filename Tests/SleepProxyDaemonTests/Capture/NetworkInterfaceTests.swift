@@ -1,3 +1,4 @@
+import NetworkIO
 import SleepProxyDaemon
 import TestLab
 import Testing

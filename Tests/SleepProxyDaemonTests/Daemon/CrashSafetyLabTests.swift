@@ -2,6 +2,7 @@ import DNSWire
 import Foundation
 import LeaseStore
 import NetworkAddresses
+import NetworkIO
 import SleepProxyControl
 import SleepProxyCore
 import SleepProxyDaemon

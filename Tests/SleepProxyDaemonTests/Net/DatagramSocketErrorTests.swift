@@ -3,7 +3,7 @@ import NetworkAddresses
 import SleepProxyCore
 import Testing
 
-@testable import SleepProxyDaemon
+@testable import NetworkIO
 
 #if canImport(Glibc)
     import Glibc

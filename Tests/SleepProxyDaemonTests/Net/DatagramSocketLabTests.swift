@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Logging
 import NetworkAddresses
+import NetworkIO
 import SleepProxyCore
 import SleepProxyDaemon
 import TestLab

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import NetworkAddresses
+import NetworkIO
 import SleepProxyCore
 import SleepProxyDaemon
 import TestLab

@@ -1,5 +1,6 @@
 import Foundation
 import NetworkAddresses
+import NetworkIO
 import SleepProxyDaemon
 import TestLab
 import Testing

@@ -1,5 +1,6 @@
 import DNSWire
 import NetworkAddresses
+import NetworkIO
 import SleepProxyCore
 import SleepProxyDaemon
 import TestLab

@@ -2,6 +2,7 @@ import DNSWire
 import Dispatch
 import Foundation
 import NetworkAddresses
+import NetworkIO
 import SleepProxyDaemon
 import TestLab
 import Testing
