@@ -87,12 +87,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Config files: TOML parsed safely, with the line of each key for messages.
+        .target(
+            name: "TOMLConfig",
+            dependencies: [.product(name: "TOMLKit", package: "TOMLKit")],
+            swiftSettings: swiftSettings
+        ),
+
         // The I/O shells.
         .target(
             name: "SleepProxyDaemon",
             dependencies: [
                 "SleepProxyCore", "LeaseStore", "DNSWire", "Frames", "NetworkAddresses", "CPcap", "CNetSupport",
-                "NetworkIO",
+                "NetworkIO", "TOMLConfig",
                 "SleepProxyControl",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "TOMLKit", package: "TOMLKit"),

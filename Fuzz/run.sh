@@ -60,7 +60,7 @@ module() {  # module NAME DEPENDENCIES -- SOURCES...: an instrumented module and
     while [[ $1 != -- ]]; do dependencies+=("$out/$1.swiftmodule"); shift; done
     shift
     # The modules on SwiftPM's side (see below) for those that import them.
-    if [[ $name == LeaseStore || $name == SleepProxyDaemon ]]; then
+    if [[ $name == LeaseStore || $name == NetworkIO || $name == TOMLConfig || $name == SleepProxyDaemon ]]; then
         more=("${packaged_flags[@]}")
         dependencies+=("${packaged_modules[@]}")
     fi
@@ -115,9 +115,11 @@ if wants keepalive || wants config; then
     module SleepProxyCore NetworkAddresses DNSWire Frames -- $(sources SleepProxyCore)
 fi
 if wants config; then
-    module LeaseStore NetworkAddresses DNSWire SleepProxyCore -- $(sources LeaseStore)
-    module SleepProxyDaemon NetworkAddresses DNSWire Frames SleepProxyCore LeaseStore SleepProxyControl -- \
-        $(sources SleepProxyDaemon)
+    together "module LeaseStore NetworkAddresses DNSWire SleepProxyCore -- \$(sources LeaseStore)" \
+        "module NetworkIO NetworkAddresses SleepProxyCore -- \$(sources NetworkIO)" \
+        "module TOMLConfig -- \$(sources TOMLConfig)"
+    module SleepProxyDaemon NetworkAddresses DNSWire Frames SleepProxyCore LeaseStore SleepProxyControl NetworkIO \
+        TOMLConfig -- $(sources SleepProxyDaemon)
 fi
 
 build() {  # build TARGET MAIN OBJECTS...: the fuzzer executable
@@ -138,7 +140,8 @@ wants frames && links+=("build frames Fuzz/FrameFuzzer.swift $out/NetworkAddress
 wants control && links+=("build control Fuzz/ControlRequestFuzzer.swift $out/SleepProxyControl.o $out/CBuildInfo.o")
 core=("$out/NetworkAddresses.o" "$out/DNSWire.o" "$out/Frames.o" "$out/SleepProxyCore.o")
 wants keepalive && links+=("build keepalive Fuzz/KeepaliveRecordFuzzer.swift ${core[*]}")
-daemon=("${core[@]}" "$out/LeaseStore.o" "$out/SleepProxyControl.o" "$out/CBuildInfo.o" "$out/SleepProxyDaemon.o")
+daemon=("${core[@]}" "$out/LeaseStore.o" "$out/SleepProxyControl.o" "$out/CBuildInfo.o" "$out/NetworkIO.o"
+    "$out/TOMLConfig.o" "$out/SleepProxyDaemon.o")
 wants config && links+=("build config Fuzz/ConfigFileFuzzer.swift ${daemon[*]} \"\${packaged[@]}\"")
 together "${links[@]}"
 flock -u 9

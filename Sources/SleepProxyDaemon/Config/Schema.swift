@@ -1,6 +1,7 @@
 import Logging
 import NetworkAddresses
 import SleepProxyCore
+import TOMLConfig
 import TOMLKit
 
 /// Why a value was refused, without the file and key (the reader adds those).

@@ -15,16 +15,16 @@
 ///
 /// The scan follows toml++ only as far as these need: strings and comments are skipped, a table header is told from
 /// an array by where it starts, and a value is read as one token up to the next terminator, as toml++ looks ahead.
-struct TOMLPrecheck {
+public struct TOMLPrecheck {
     /// Where the text goes wrong, counted as toml++ counts (lines and columns from 1, in Unicode scalars).
-    struct Problem: Error, Equatable {
-        var line: Int
-        var column: Int
-        var message: String
+    public struct Problem: Error, Equatable {
+        public var line: Int
+        public var column: Int
+        public var message: String
     }
 
     /// The first of those texts in `text`, if there is one.
-    static func problem(in text: String) -> Problem? {
+    public static func problem(in text: String) -> Problem? {
         var scan = TOMLPrecheck(Array(text.unicodeScalars))
         do {
             try scan.run()
