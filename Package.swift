@@ -22,6 +22,7 @@ let package = Package(
     products: [
         .executable(name: "sleepproxyd", targets: ["sleepproxyd"]),
         .executable(name: "sleepproxyctl", targets: ["sleepproxyctl"]),
+        .executable(name: "sleepproxy-client", targets: ["sleepproxy-client"]),
         .library(name: "DNSWire", targets: ["DNSWire"]),
         .library(name: "Frames", targets: ["Frames"]),
     ],
@@ -125,6 +126,24 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // The sleep client: finds proxies and its own records on mDNS, registers, announces its return.
+        .target(
+            name: "SleepProxyClient",
+            dependencies: [
+                "SleepProxyClientCore", "DNSWire", "NetworkAddresses", "NetworkIO", "SleepProxyCore", "CNetSupport",
+                "TOMLConfig", .product(name: "TOMLKit", package: "TOMLKit"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "sleepproxy-client",
+            dependencies: [
+                "SleepProxyClient", "SleepProxyControl",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // Benchmarks print `figure: value` lines; run them with `make bench`.
         .executableTarget(
             name: "SleepProxyBenchmarks",
@@ -194,7 +213,7 @@ let package = Package(
             name: "SleepProxyDaemonTests",
             dependencies: [
                 "SleepProxyDaemon", "SleepProxyCore", "LeaseStore", "DNSWire", "Frames", "NetworkAddresses", "TestLab",
-                "SleepProxyControl", "sleepproxyctl", "NetworkIO",
+                "SleepProxyControl", "sleepproxyctl", "sleepproxy-client", "NetworkIO",
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
             swiftSettings: swiftSettings

@@ -193,4 +193,15 @@ int sp_ipv6_membership_socket(void);
 /// (16 bytes) on `interface_index` through socket `fd`. Returns 0 or -errno.
 int sp_ipv6_membership_change(int fd, int join, const uint8_t *group, uint32_t interface_index);
 
+// MARK: Wake-on-LAN
+
+/// The Wake-on-LAN modes of `interface_name` (SIOCETHTOOL, ETHTOOL_GWOL): `supported` and `enabled` are WAKE_*
+/// bit sets (WAKE_MAGIC = 1 << 5 is ethtool's `g`). Returns 0 or -errno (-EOPNOTSUPP: the driver has no
+/// Wake-on-LAN, as with veth, bridges and most virtual NICs; -ENODEV: no such interface).
+int sp_wake_on_lan_get(const char *interface_name, uint32_t *supported, uint32_t *enabled);
+
+/// Sets the Wake-on-LAN modes of `interface_name` to `enabled` (ETHTOOL_SWOL), which needs CAP_NET_ADMIN.
+/// Returns 0 or -errno.
+int sp_wake_on_lan_set(const char *interface_name, uint32_t enabled);
+
 #endif

@@ -1,0 +1,45 @@
+// Wake-on-LAN through the SIOCETHTOOL ioctl (ETHTOOL_GWOL / ETHTOOL_SWOL), as `ethtool eth0` and
+// `ethtool -s eth0 wol g` do. The ioctl is older than ethtool's netlink interface and every kernel has it.
+
+#include "CNetSupport.h"
+
+#include <errno.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int wol_request(const char *interface_name, struct ethtool_wolinfo *wol) {
+    if (strlen(interface_name) >= IFNAMSIZ) return -ENODEV;
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    struct ifreq request;
+    memset(&request, 0, sizeof request);
+    strncpy(request.ifr_name, interface_name, IFNAMSIZ - 1);
+    request.ifr_data = (void *)wol;
+    int result = ioctl(fd, SIOCETHTOOL, &request) < 0 ? -errno : 0;
+    close(fd);
+    return result;
+}
+
+int sp_wake_on_lan_get(const char *interface_name, uint32_t *supported, uint32_t *enabled) {
+    struct ethtool_wolinfo wol;
+    memset(&wol, 0, sizeof wol);
+    wol.cmd = ETHTOOL_GWOL;
+    int result = wol_request(interface_name, &wol);
+    if (result < 0) return result;
+    *supported = wol.supported;
+    *enabled = wol.wolopts;
+    return 0;
+}
+
+int sp_wake_on_lan_set(const char *interface_name, uint32_t enabled) {
+    struct ethtool_wolinfo wol;
+    memset(&wol, 0, sizeof wol);
+    wol.cmd = ETHTOOL_SWOL;
+    wol.wolopts = enabled;
+    return wol_request(interface_name, &wol);
+}

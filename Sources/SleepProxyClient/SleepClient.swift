@@ -1,0 +1,349 @@
+import DNSWire
+import NetworkAddresses
+import NetworkIO
+import SleepProxyClientCore
+import SleepProxyCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The sleep client's three commands, each ending in an exit status and one log line per interface.
+public struct SleepClient: Sendable {
+    /// Exit statuses of `register` besides the ``ClientError/Kind`` ones.
+    public enum Status {
+        public static let registered: Int32 = 0
+        public static let noProxy: Int32 = 2
+        public static let unanswered: Int32 = 3
+        public static let wakeOnLANOff: Int32 = 4
+        public static let nothingToRegister: Int32 = 5
+    }
+
+    /// How long the client listens for proxies and its own records before registering, at most.
+    static let surveyLimit: Duration = .milliseconds(2_500)
+
+    public let config: ClientConfig
+    let state: StateDirectory
+
+    public init(config: ClientConfig) {
+        self.config = config
+        self.state = StateDirectory(path: config.stateDirectory)
+    }
+
+    // MARK: register
+
+    /// Registers this host with the best proxy on each interface. 0 when at least one interface is registered;
+    /// otherwise the status of the first interface's failure.
+    public func register() -> Int32 {
+        let interfaces: [ClientInterface]
+        let sequence: SequenceNumber
+        do {
+            interfaces = try ClientInterface.select(config.interfaces)
+            sequence = try state.sequence()
+        } catch {
+            ClientLog.error(error.description)
+            return error.kind.status
+        }
+        var statuses: [Int32] = []
+        for interface in interfaces {
+            statuses.append(register(on: interface, sequence: sequence))
+        }
+        return statuses.contains(Status.registered) ? Status.registered : statuses.first ?? Status.noProxy
+    }
+
+    private func register(on interface: ClientInterface, sequence: SequenceNumber) -> Int32 {
+        let start = ContinuousClock.now
+        let deadline = start + .seconds(Int64(config.timeout))
+        if let refusal = checkWakeOnLAN(interface) {
+            ClientLog.error(refusal)
+            return Status.wakeOnLANOff
+        }
+        let querier: LinkQuerier
+        do {
+            querier = try LinkQuerier(interface)
+        } catch {
+            ClientLog.error(error.description)
+            return error.kind.status
+        }
+        let survey = LinkSurvey.run(
+            querier, fallbackHostName: ClientInterface.systemHostName,
+            limit: min(Self.surveyLimit, start.duration(to: deadline) / 2))
+        let records = survey.host.records
+        guard !survey.host.services.isEmpty else {
+            ClientLog.error(
+                "nothing to register on \(interface.name): no service of this host (\(survey.host.hostName?.description ?? "no host name")) answered on mDNS; is its mDNS responder (avahi-daemon) running and publishing services?"
+            )
+            return Status.nothingToRegister
+        }
+        let seen = survey.proxies.proxies
+        let candidates = candidates(seen)
+        let targets = candidates.compactMap { proxy in
+            survey.proxies.target(of: proxy.instance).map { (proxy: proxy, target: $0) }
+        }
+        guard !targets.isEmpty else {
+            if seen.isEmpty {
+                ClientLog.error("no sleep proxy seen on \(interface.name) (browsed _sleep-proxy._udp.local)")
+            } else {
+                ClientLog.error(
+                    "no usable sleep proxy on \(interface.name): seen \(seen.map { "\"\($0.label)\"" }.joined(separator: ", ")), none of them both allowed by the config and resolved to an address"
+                )
+            }
+            return Status.noProxy
+        }
+        for (index, entry) in targets.enumerated() {
+            ClientLog.debug(
+                "\(interface.name): proxy \(index + 1): \"\(entry.proxy.label)\" metric \(entry.proxy.metric) at \(entry.target.address) port \(entry.target.port)"
+            )
+        }
+
+        let owner = OwnerOption(sequence: sequence.value, primaryMAC: interface.mac)
+        let registration = SleepRegistration(
+            id: UInt16.random(in: 1...0xFFFF), records: records, owner: owner, lease: config.lease)
+        let datagrams: [[UInt8]]
+        do {
+            datagrams = try registration.datagrams()
+        } catch {
+            ClientLog.error("cannot register on \(interface.name): \(error)")
+            return Status.nothingToRegister
+        }
+        let outcome = runSession(
+            datagrams: datagrams, ids: datagrams.indices.map(registration.messageID), targets: targets.map(\.target),
+            interface: interface, until: deadline)
+        switch outcome {
+        case .registered(let index, let lease):
+            let entry = targets[index]
+            let saved = SavedRegistration(
+                interface: interface.name, proxyAddress: entry.target.address, proxyPort: entry.target.port,
+                proxyName: entry.proxy.instance.description, lease: lease, registeredAt: Int64(time(nil)),
+                sequence: sequence, messages: datagrams)
+            do {
+                try state.save(saved)
+            } catch {
+                ClientLog.warning("\(error): return will announce nothing for \(interface.name)")
+            }
+            ClientLog.notice(
+                "registered \(interface.name) with \"\(entry.proxy.label)\" at \(entry.target.address) port \(entry.target.port) for \(lease) s: \(records.count) records in \(datagrams.count) message\(datagrams.count == 1 ? "" : "s"), sequence \(sequence), wake MAC \(interface.mac)"
+            )
+            return Status.registered
+        case .unanswered(let refused):
+            let tried = targets.enumerated().map { index, entry in
+                "\"\(entry.proxy.label)\"" + (refused[index].map { " (refused: RCODE \($0))" } ?? " (silent)")
+            }
+            ClientLog.error(
+                "no sleep proxy answered on \(interface.name): tried \(tried.joined(separator: ", ")), \(RegistrationSession.sendingsPerProxy) sendings each"
+            )
+            return Status.unanswered
+        case .timedOut:
+            ClientLog.error(
+                "registration on \(interface.name) ran out of time (\(config.timeout) s) before a proxy answered every message"
+            )
+            return Status.unanswered
+        case .noProxy:
+            ClientLog.error("no sleep proxy to register with on \(interface.name)")
+            return Status.noProxy
+        }
+    }
+
+    /// The proxies to try, in order: the preferred ones seen (in the config's order), then the best of the others
+    /// as a Mac ranks them; excluded ones never; three at most.
+    func candidates(_ seen: [DiscoveredProxy]) -> [DiscoveredProxy] {
+        let allowed = seen.filter { !ClientConfig.matches($0.label, config.exclude) }
+        var preferred: [DiscoveredProxy] = []
+        for name in config.prefer {
+            if let proxy = allowed.first(where: { ClientConfig.matches($0.label, [name]) }),
+                !preferred.contains(proxy)
+            {
+                preferred.append(proxy)
+            }
+        }
+        let others = ProxyRanking.choose(allowed.filter { !preferred.contains($0) })
+        return Array((preferred + others).prefix(ProxyRanking.kept))
+    }
+
+    /// Sends the datagrams to the proxies as the session says until it ends.
+    private func runSession(
+        datagrams: [[UInt8]], ids: [UInt16], targets: [ProxyDirectory.Target], interface: ClientInterface,
+        until deadline: ContinuousClock.Instant
+    ) -> RegistrationSession.Outcome {
+        let start = ContinuousClock.now
+        var session = RegistrationSession(
+            ids: ids, proxyCount: targets.count, deadline: start.duration(to: deadline))
+        var sockets: [Bool: DatagramSocket] = [:]
+        defer { for socket in sockets.values { socket.close() } }
+        func socket(for address: IPAddress) -> DatagramSocket? {
+            let isIPv4 = address.bytes.count == 4
+            if let socket = sockets[isIPv4] { return socket }
+            do {
+                let socket = try DatagramSocket(family: isIPv4 ? .ipv4 : .ipv6, interface: interface.name, port: 0)
+                sockets[isIPv4] = socket
+                return socket
+            } catch {
+                ClientLog.warning("cannot open a socket to \(address) on \(interface.name): \(error)")
+                return nil
+            }
+        }
+        var actions = session.start()
+        while true {
+            for action in actions {
+                switch action {
+                case .send(let datagram, let proxy):
+                    let target = targets[proxy]
+                    let scope: UInt32 =
+                        if case .v6(let v6) = target.address, v6.isLinkLocal { interface.index } else { 0 }
+                    do {
+                        try socket(for: target.address)?.send(
+                            datagrams[datagram], to: Endpoint(address: target.address, port: target.port),
+                            scopeID: scope)
+                    } catch {
+                        ClientLog.debug("sending to \(target.address) port \(target.port): \(error)")
+                    }
+                case .finished(let outcome):
+                    return outcome
+                }
+            }
+            let now = ContinuousClock.now
+            let wake = session.nextDeadline.map { start + $0 } ?? now
+            actions = []
+            if waitForInput(sockets.values.map(\.fileDescriptor), until: wake) {
+                for socket in sockets.values {
+                    while let datagram = try? socket.receive() {
+                        guard
+                            let proxy = targets.firstIndex(where: {
+                                $0.address == datagram.source.address && $0.port == datagram.source.port
+                            })
+                        else { continue }
+                        actions += session.received(
+                            datagram.bytes, from: proxy, now: start.duration(to: .now))
+                    }
+                }
+            }
+            actions += session.tick(now: start.duration(to: .now))
+        }
+    }
+
+    /// Why the client must not register on `interface` for its Wake-on-LAN, or nil.
+    private func checkWakeOnLAN(_ interface: ClientInterface) -> String? {
+        if config.wakeOnLAN == .skip {
+            ClientLog.notice(
+                "Wake-on-LAN of \(interface.name) not checked (wake_on_lan = \"skip\"): a proxy's magic packet wakes this host only if its hardware or hypervisor makes it"
+            )
+            return nil
+        }
+        let current: WakeOnLANState
+        switch WakeOnLANState.read(interface.name) {
+        case .success(let state): current = state
+        case .failure(let error): return "not registering \(interface.name): \(error)"
+        }
+        if current.wakesOnMagicPacket { return nil }
+        guard current.canWakeOnMagicPacket else {
+            return
+                "not registering \(interface.name): it cannot wake on a magic packet (Wake-on-LAN \(current)); a proxy could never wake this host through it"
+        }
+        guard config.wakeOnLAN == .enable else {
+            return
+                "not registering \(interface.name): Wake-on-LAN is off (\(current)); turn it on with `ethtool -s \(interface.name) wol g` (and in the firmware settings), or set wake_on_lan = \"enable\" in \(ClientConfig.defaultPath)"
+        }
+        if let error = WakeOnLANState.enableMagic(interface.name, current: current) {
+            return "not registering \(interface.name): \(error)"
+        }
+        ClientLog.notice(
+            "turned Wake-on-LAN on for \(interface.name) (magic packet, as ethtool -s \(interface.name) wol g)")
+        return nil
+    }
+
+    // MARK: return
+
+    /// After a wake: advances the sequence number and announces, on each interface with a kept registration, the
+    /// registered records with the OWNER option, twice a second apart, so that any proxy holding the host lets go.
+    public func returnFromSleep() -> Int32 {
+        let sequence: SequenceNumber
+        do {
+            sequence = try state.sequence().advanced()
+            try state.save(sequence)
+        } catch {
+            ClientLog.error(error.description)
+            return error.kind.status
+        }
+        let names = config.interfaces.isEmpty ? state.registeredInterfaces() : config.interfaces
+        var status = Status.registered
+        var announced = 0
+        for name in names {
+            let saved: SavedRegistration?
+            do {
+                saved = try state.registration(on: name)
+            } catch {
+                ClientLog.error(error.description)
+                state.removeRegistration(on: name)
+                status = error.kind.status
+                continue
+            }
+            guard let saved else { continue }
+            guard let interface = waitForAddress(name, until: .now + .seconds(5)) else {
+                ClientLog.error("cannot announce the return on \(name): it has no address 5 s after the wake")
+                status = ClientError.Kind.interface.status
+                continue
+            }
+            do {
+                let records = try saved.records().filter { record in
+                    let address = ReverseMapping.address(of: record.name) ?? record.addressValue
+                    return address.map(interface.addresses.contains) ?? true
+                }
+                let owner = OwnerOption(sequence: sequence.value, primaryMAC: interface.mac)
+                let messages = try WakeAnnouncement.messages(records: records, owner: owner)
+                let querier = try LinkQuerier(interface)
+                querier.send(messages)
+                // Announced twice, a second apart (RFC 6762 section 8.3), so that one lost packet does not leave
+                // the proxy holding the host; then nothing more.
+                querier.receive(until: .now + .seconds(1)) { _, _ in }
+                querier.send(messages)
+                state.removeRegistration(on: name)
+                announced += 1
+                ClientLog.notice(
+                    "returned on \(name): announced \(records.count) records with sequence \(sequence); \"\(saved.proxyLabel)\" at \(saved.proxyAddress) lets go of this host"
+                )
+            } catch let error as ClientError {
+                ClientLog.error(error.description)
+                status = error.kind.status
+            } catch {
+                ClientLog.error("cannot announce the return on \(name): \(error)")
+                status = ClientError.Kind.state.status
+            }
+        }
+        if announced == 0, status == Status.registered {
+            ClientLog.notice("nothing to return: no registration is kept; the sequence number is now \(sequence)")
+        }
+        return status
+    }
+
+    private func waitForAddress(_ name: String, until deadline: ContinuousClock.Instant) -> ClientInterface? {
+        while true {
+            if let interface = try? ClientInterface.select([name]), !interface[0].addresses.isEmpty {
+                return interface[0]
+            }
+            guard ContinuousClock.now < deadline else { return nil }
+            usleep(100_000)
+        }
+    }
+}
+
+extension DiscoveredProxy {
+    /// The instance's first label, `20-30-50-73.1 homeserver`.
+    var label: String { instance.label(at: 0).map { String(decoding: $0, as: UTF8.self) } ?? "" }
+}
+
+extension SavedRegistration {
+    /// The proxy's instance label, `20-30-50-73.1 homeserver`.
+    var proxyLabel: String {
+        (try? DNSName(proxyName)).map { DiscoveredProxy(instance: $0).label } ?? proxyName
+    }
+}
+
+extension DNSRecord {
+    var addressValue: IPAddress? {
+        switch rdata {
+        case .a(let address): .v4(address)
+        case .aaaa(let address): .v6(address)
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,211 @@
+public import DNSWire
+public import NetworkAddresses
+
+/// Learns this host's records as the LAN sees them, from the answers to its own mDNS queries, whoever the
+/// responder is (avahi-daemon, systemd-resolved, another): what a proxy must answer while the host sleeps.
+///
+/// Only responses sent from one of this host's addresses count: the responder on this host sends its multicast
+/// answers from the interface's address, and the kernel loops them back to the client's socket. The questions go
+/// from the general to the particular: the reverse mappings of the host's addresses (which name the host), the
+/// service types (`_services._dns-sd._udp.local`), the instances of each type, then each instance's SRV and TXT,
+/// and the host name's A and AAAA. ``questions`` lists those still unanswered; the shell asks them again until
+/// none is left or its time is up.
+///
+/// A responder that does not publish reverse mappings (systemd-resolved does not) still leaves the host's
+/// addresses known from its A and AAAA records; ``records`` then adds the PTRs a Mac would register for them
+/// (upper-case nibbles, as mDNS.c `AdvertiseInterface` writes them), so that a proxy takes the addresses over.
+public struct HostRecords: Sendable {
+    /// `_services._dns-sd._udp.local.`, the service type enumeration.
+    public static let serviceTypes: DNSName = "_services._dns-sd._udp.local."
+    /// The port of a placeholder service (`_workstation._tcp`, `_device-info`): Macs do not register for those
+    /// alone (mDNS.c `mDNSCoreHaveAdvertisedMulticastServices` skips port 9).
+    public static let placeholderPort: UInt16 = 9
+
+    /// The host's addresses on the interface: the sources answers must come from, and what reverse mappings are
+    /// asked for.
+    public let addresses: [IPAddress]
+    /// The host name as the system knows it (`gethostname` + `.local`), used until a reverse mapping names it.
+    public let fallbackHostName: DNSName?
+    private var learned: [DNSRecord] = []
+
+    public init(addresses: [IPAddress], fallbackHostName: DNSName?) {
+        self.addresses = addresses
+        self.fallbackHostName = fallbackHostName
+    }
+
+    /// The host name: the target of a reverse mapping of one of the host's addresses, else the fallback.
+    public var hostName: DNSName? {
+        let reverseNames = addresses.map(Self.reverseName(of:))
+        for record in learned where record.type == .ptr {
+            guard reverseNames.contains(where: { $0.caseInsensitiveEquals(record.name) }),
+                case .ptr(let target) = record.rdata
+            else { continue }
+            return target
+        }
+        return fallbackHostName
+    }
+
+    /// Takes the records of `message` if it is a response from one of the host's addresses; returns whether it was.
+    /// Goodbyes (TTL 0), OPT and NSEC records are left out; a record seen again replaces the one before.
+    @discardableResult
+    public mutating func received(_ message: DNSMessage, from source: IPAddress) -> Bool {
+        guard message.flags.isResponse, message.flags.opcode == .query, addresses.contains(source) else {
+            return false
+        }
+        for record in message.answers + message.additionals {
+            guard record.ttl > 0, [.a, .aaaa, .ptr, .srv, .txt].contains(record.type) else { continue }
+            if let index = learned.firstIndex(where: { $0.sameData(as: record) }) {
+                learned[index] = record
+            } else {
+                learned.append(record)
+            }
+        }
+        return true
+    }
+
+    /// The questions still without an answer.
+    public var questions: [DNSQuestion] {
+        var questions: [DNSQuestion] = []
+        func ask(_ name: DNSName, _ type: DNSType) {
+            if !learned.contains(where: { $0.type == type && $0.name.caseInsensitiveEquals(name) }) {
+                questions.append(DNSQuestion(name: name, type: type))
+            }
+        }
+        for address in addresses { ask(Self.reverseName(of: address), .ptr) }
+        ask(Self.serviceTypes, .ptr)
+        for type in serviceTypeNames { ask(type, .ptr) }
+        for instance in instanceNames {
+            ask(instance, .srv)
+            ask(instance, .txt)
+        }
+        if let hostName {
+            if addresses.contains(where: \.isIPv4) { ask(hostName, .a) }
+            if addresses.contains(where: { !$0.isIPv4 }) { ask(hostName, .aaaa) }
+        }
+        return questions
+    }
+
+    /// The services of this host: instances whose SRV names this host, with a port other than the placeholder 9.
+    public var services: [DNSName] {
+        instanceNames.filter { instance in
+            learned.contains { record in
+                guard record.name.caseInsensitiveEquals(instance), case .srv(let srv) = record.rdata,
+                    let hostName
+                else { return false }
+                return srv.target.caseInsensitiveEquals(hostName) && srv.port != Self.placeholderPort
+            }
+        }
+    }
+
+    /// What to register, in the order a Mac's record list has them (PROTOCOL.md section 2.3): for each service,
+    /// its TXT, the type enumeration PTR, the type's PTR and the SRV; then the reverse mappings; then the host's
+    /// A and AAAA. Only instances whose SRV names this host are taken, and only the types that have one.
+    public var records: [DNSRecord] {
+        guard let hostName else { return [] }
+        var records: [DNSRecord] = []
+        func add(_ record: DNSRecord) {
+            if !records.contains(where: { $0.sameData(as: record) }) { records.append(record) }
+        }
+        for instance in instanceNames {
+            guard
+                let srv = learned.first(where: { record in
+                    guard record.name.caseInsensitiveEquals(instance), case .srv(let data) = record.rdata else {
+                        return false
+                    }
+                    return data.target.caseInsensitiveEquals(hostName)
+                })
+            else { continue }
+            let type = instance.droppingFirstLabels(1)
+            learned.filter { $0.type == .txt && $0.name.caseInsensitiveEquals(instance) }.forEach(add)
+            learned.filter { $0.isPTR(from: Self.serviceTypes, to: type) }.forEach(add)
+            learned.filter { $0.isPTR(from: type, to: instance) }.forEach(add)
+            add(srv)
+        }
+        // Only this interface's addresses: a responder may announce the host's others too, and they are not for a
+        // proxy on this link to take over (PROTOCOL.md section 2.1: address records go to their own interface).
+        let addressRecords = learned.filter { record in
+            guard let address = record.address else { return false }
+            return record.name.caseInsensitiveEquals(hostName) && addresses.contains(address)
+        }
+        for record in addressRecords {
+            guard let address = record.address else { continue }
+            let reverse = Self.reverseName(of: address)
+            let published = learned.filter { $0.type == .ptr && $0.name.caseInsensitiveEquals(reverse) }
+            if published.isEmpty {
+                add(DNSRecord(name: reverse, ttl: record.ttl, cacheFlush: true, rdata: .ptr(hostName)))
+            } else {
+                published.forEach(add)
+            }
+        }
+        addressRecords.forEach(add)
+        return records
+    }
+
+    /// The service types this host enumerates.
+    private var serviceTypeNames: [DNSName] {
+        learned.compactMap { record in
+            guard record.name.caseInsensitiveEquals(Self.serviceTypes), case .ptr(let type) = record.rdata else {
+                return nil
+            }
+            return type
+        }
+    }
+
+    /// The instances this host lists under its types.
+    private var instanceNames: [DNSName] {
+        var names: [DNSName] = []
+        for type in serviceTypeNames {
+            for record in learned where record.name.caseInsensitiveEquals(type) {
+                if case .ptr(let instance) = record.rdata,
+                    !names.contains(where: { $0.caseInsensitiveEquals(instance) })
+                {
+                    names.append(instance)
+                }
+            }
+        }
+        return names
+    }
+
+    /// The reverse-mapping name of `address`: `d.c.b.a.in-addr.arpa.`, or the 32 nibbles of an IPv6 address in
+    /// upper case, lowest first, under `ip6.arpa.`, as a Mac writes them.
+    public static func reverseName(of address: IPAddress) -> DNSName {
+        let bytes = address.bytes
+        let labels: [String]
+        if bytes.count == 4 {
+            labels = bytes.reversed().map { String($0) } + ["in-addr", "arpa"]
+        } else {
+            let digits = Array("0123456789ABCDEF")
+            labels =
+                bytes.reversed().flatMap { [String(digits[Int($0 & 0xF)]), String(digits[Int($0 >> 4)])] }
+                + ["ip6", "arpa"]
+        }
+        // Every label is short and plain: this cannot fail.
+        return (try? DNSName(labels: labels)) ?? .root
+    }
+}
+
+extension IPAddress {
+    var isIPv4: Bool { bytes.count == 4 }
+}
+
+extension DNSRecord {
+    /// Same name (any case), type, class and RDATA: the same record, whatever its TTL and cache-flush bit.
+    func sameData(as other: DNSRecord) -> Bool {
+        type == other.type && recordClass == other.recordClass && rdata == other.rdata
+            && name.caseInsensitiveEquals(other.name)
+    }
+
+    func isPTR(from name: DNSName, to target: DNSName) -> Bool {
+        guard self.name.caseInsensitiveEquals(name), case .ptr(let value) = rdata else { return false }
+        return value.caseInsensitiveEquals(target)
+    }
+
+    /// The address of an A or AAAA record.
+    var address: IPAddress? {
+        switch rdata {
+        case .a(let address): .v4(address)
+        case .aaaa(let address): .v6(address)
+        default: nil
+        }
+    }
+}
