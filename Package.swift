@@ -213,7 +213,7 @@ let package = Package(
             name: "SleepProxyDaemonTests",
             dependencies: [
                 "SleepProxyDaemon", "SleepProxyCore", "LeaseStore", "DNSWire", "Frames", "NetworkAddresses", "TestLab",
-                "SleepProxyControl", "sleepproxyctl", "sleepproxy-client", "NetworkIO",
+                "SleepProxyControl", "sleepproxyctl", "sleepproxy-client", "SleepProxyClient", "NetworkIO",
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
             swiftSettings: swiftSettings

@@ -160,7 +160,7 @@ public struct ClientConfigError: Error, Hashable, Sendable, CustomStringConverti
 }
 
 /// The errno of a failed file operation.
-struct FileError: Error, Equatable {
+struct FileError: Error, Equatable, CustomStringConvertible {
     var code: Int32
 
     var description: String { String(cString: strerror(code)) }

@@ -12,6 +12,11 @@ public struct ProxyDirectory: Sendable {
     public struct Target: Hashable, Sendable {
         public var address: IPAddress
         public var port: UInt16
+
+        public init(address: IPAddress, port: UInt16) {
+            self.address = address
+            self.port = port
+        }
     }
 
     private var instances: [DNSName] = []

@@ -56,7 +56,9 @@ struct ClientOptions: ParsableArguments {
         do {
             settings = try ClientConfig.load(path: config ?? ClientConfig.defaultPath, required: config != nil)
         } catch {
-            throw ValidationError(error.description)
+            // A config error is not a usage error: no usage text after it.
+            ClientLog.error(error.description)
+            throw ExitCode(ClientError.Kind.usage.status)
         }
         if !interfaces.isEmpty { settings.interfaces = interfaces }
         if let stateDirectory {

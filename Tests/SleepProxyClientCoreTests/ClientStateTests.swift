@@ -1,0 +1,82 @@
+import DNSWire
+import FixtureSupport
+import Foundation
+import NetworkAddresses
+import SleepProxyClientCore
+import Testing
+
+/// The sequence number and the kept registration, as the state directory holds them.
+@Suite struct ClientStateTests {
+    @Test func theSequenceNumberReadsBackAndAdvancesWrappingOnEachWake() throws {
+        var sequence = try SequenceNumber(fileText: SequenceNumber(254).fileText)
+        #expect(sequence.value == 254)
+        sequence = sequence.advanced()
+        #expect(sequence.value == 255)
+        sequence = try SequenceNumber(fileText: sequence.advanced().fileText)
+        #expect(sequence.value == 0)
+        #expect(try SequenceNumber(fileText: " 7 \n").value == 7)
+        for bad in ["", "256", "-1", "seven"] {
+            #expect(throws: ClientStateError.self, "\(bad)") { try SequenceNumber(fileText: bad) }
+        }
+    }
+
+    @Test func aSavedRegistrationReadsBackWithItsRecords() throws {
+        let records = [
+            DNSRecord(name: "sleeper.local.", ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 77, 0, 2))),
+            DNSRecord(name: "2.0.77.10.in-addr.arpa.", ttl: 120, cacheFlush: true, rdata: .ptr("sleeper.local.")),
+        ]
+        let registration = SleepRegistration(
+            id: 0x1234, records: records, owner: OwnerOption(sequence: 9, primaryMAC: MACAddress("02:77:00:00:00:02")!))
+        let saved = SavedRegistration(
+            interface: "eth0", proxyAddress: .v4(IPv4Address(10, 77, 0, 1)), proxyPort: 5354,
+            proxyName: "20-30-50-73.1 Lab Proxy._sleep-proxy._udp.local.", lease: 7200, registeredAt: 1_764_000_000,
+            sequence: SequenceNumber(9), messages: try registration.datagrams())
+        let back = try SavedRegistration(fileText: saved.fileText)
+        #expect(back == saved)
+        #expect(try back.records() == records)
+        #expect(throws: ClientStateError.self) { try SavedRegistration(fileText: "interface eth0\n") }
+        #expect(throws: ClientStateError.self) {
+            try SavedRegistration(fileText: saved.fileText.replacingOccurrences(of: "message ", with: "message z"))
+        }
+    }
+}
+
+/// The announcement after a wake, against a Mac's captured one.
+@Suite struct WakeAnnouncementTests {
+    static func capturedAnnouncement() throws -> DNSMessage {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("DNSWireTests/Fixtures/pub-mac-mdns-announce-with-owner-opt.hex").path
+        let frame = try #require(try HexDump.packets(text: String(contentsOfFile: path, encoding: .utf8)).first)
+        return try DNSMessage(decoding: Array(frame[0x2A...]))
+    }
+
+    /// The Mac's records and OWNER give the Mac's message: ID 0, flags 84 00, the records as answers with their
+    /// cache-flush bits and TTLs, and the OPT as Apple writes it (1440, TTL field 4500, OWNER alone).
+    @Test func itIsTheMacsAnnouncementWithoutTheNSECs() throws {
+        let mac = try Self.capturedAnnouncement()
+        let owner = try #require(mac.optRecords.first?.optData?.owner)
+        #expect(owner.sequence == 193 && owner.wakeMAC != nil)
+        let messages = try WakeAnnouncement.messages(records: mac.answers, owner: owner)
+        #expect(messages.count == 1)
+        let ours = try DNSMessage(decoding: try #require(messages.first))
+        #expect(ours.id == 0 && ours.flags.rawValue == 0x8400)
+        #expect(ours.answers == mac.answers)
+        #expect(ours.additionals == mac.optRecords)
+        #expect(ours.questions.isEmpty && ours.authorities.isEmpty)
+    }
+
+    @Test func manyRecordsGoInSeveralMessagesEachWithTheOwner() throws {
+        let records = (0..<100).map { n in
+            DNSRecord(
+                name: try! DNSName(labels: ["service number \(n)", "_http", "_tcp", "local"]), ttl: 4500,
+                cacheFlush: true, rdata: .txt(try! TXTData(["path=/some/longer/path/\(n)"])))
+        }
+        let owner = OwnerOption(sequence: 3, primaryMAC: MACAddress("02:77:00:00:00:02")!)
+        let messages = try WakeAnnouncement.messages(records: records, owner: owner)
+        #expect(messages.count > 1)
+        #expect(messages.allSatisfy { $0.count <= 12 + 1_440 })
+        let decoded = try messages.map { try DNSMessage(decoding: $0) }
+        #expect(decoded.flatMap(\.answers) == records)
+        #expect(decoded.allSatisfy { $0.optRecords.first?.optData?.owner == owner })
+    }
+}
