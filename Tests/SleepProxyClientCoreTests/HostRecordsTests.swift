@@ -32,7 +32,9 @@ import Testing
                     DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 77, 0, 2))),
                 ]),
             response([
-                DNSRecord(name: "_workstation._tcp.local.", ttl: 4500, rdata: .ptr("sleeper [02:77:00:00:00:02]._workstation._tcp.local."))
+                DNSRecord(
+                    name: "_workstation._tcp.local.", ttl: 4500,
+                    rdata: .ptr("sleeper [02:77:00:00:00:02]._workstation._tcp.local."))
             ]),
             response([
                 DNSRecord(
@@ -93,7 +95,8 @@ import Testing
             Self.response([
                 DNSRecord(name: HostRecords.serviceTypes, ttl: 4500, rdata: .ptr("_ssh._tcp.local.")),
                 DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(Self.ssh)),
-                DNSRecord(name: Self.ssh, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 22, target: Self.host))),
+                DNSRecord(
+                    name: Self.ssh, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 22, target: Self.host))),
                 DNSRecord(name: Self.host, ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 77, 0, 2))),
                 DNSRecord(name: Self.host, ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(192, 168, 9, 9))),
                 DNSRecord(name: Self.host, ttl: 120, cacheFlush: true, rdata: .aaaa(ula)),
@@ -142,27 +145,35 @@ import Testing
             Self.response(
                 [DNSRecord(name: ProxyDirectory.serviceType, ttl: 4500, rdata: .ptr(homeServer))],
                 [
-                    DNSRecord(name: homeServer, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 5354, target: "hs.local."))),
+                    DNSRecord(
+                        name: homeServer, ttl: 120, cacheFlush: true,
+                        rdata: .srv(SRVData(port: 5354, target: "hs.local."))),
                     DNSRecord(name: "hs.local.", ttl: 120, cacheFlush: true, rdata: .aaaa(IPv6Address("fe80::1")!)),
                     DNSRecord(name: "hs.local.", ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 0, 0, 1))),
                 ]))
-        directory.received(Self.response([DNSRecord(name: ProxyDirectory.serviceType, ttl: 4500, rdata: .ptr(appleTV))]))
+        directory.received(
+            Self.response([DNSRecord(name: ProxyDirectory.serviceType, ttl: 4500, rdata: .ptr(appleTV))]))
         #expect(directory.proxies.map(\.instance) == [homeServer, appleTV])
-        #expect(directory.target(of: homeServer) == ProxyDirectory.Target(address: .v4(IPv4Address(10, 0, 0, 1)), port: 5354))
+        #expect(
+            directory.target(of: homeServer)
+                == ProxyDirectory.Target(address: .v4(IPv4Address(10, 0, 0, 1)), port: 5354))
         #expect(directory.target(of: appleTV) == nil)
         #expect(directory.questions(about: directory.proxies) == [DNSQuestion(name: appleTV, type: .srv)])
 
         // Its SRV names a target with only a link-local IPv6 address: that is where the registration goes.
         directory.received(
             Self.response([
-                DNSRecord(name: appleTV, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 57143, target: "tv.local."))),
+                DNSRecord(
+                    name: appleTV, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 57143, target: "tv.local."))),
                 DNSRecord(name: "tv.local.", ttl: 120, cacheFlush: true, rdata: .aaaa(IPv6Address("fd00::5")!)),
                 DNSRecord(name: "tv.local.", ttl: 120, cacheFlush: true, rdata: .aaaa(IPv6Address("fe80::5")!)),
             ]))
-        #expect(directory.target(of: appleTV) == ProxyDirectory.Target(address: .v6(IPv6Address("fe80::5")!), port: 57143))
+        #expect(
+            directory.target(of: appleTV) == ProxyDirectory.Target(address: .v6(IPv6Address("fe80::5")!), port: 57143))
 
         // A goodbye for a proxy's PTR: it is gone.
-        directory.received(Self.response([DNSRecord(name: ProxyDirectory.serviceType, ttl: 0, rdata: .ptr(homeServer))]))
+        directory.received(
+            Self.response([DNSRecord(name: ProxyDirectory.serviceType, ttl: 0, rdata: .ptr(homeServer))]))
         #expect(directory.proxies.map(\.instance) == [appleTV])
     }
 }

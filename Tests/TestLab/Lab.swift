@@ -238,6 +238,13 @@ public final class Lab: Sendable {
         try track(try execArguments(role, arguments), as: arguments) { "\($0)-\(role.rawValue)" }
     }
 
+    /// Starts a long-running `arguments` inside the added host `host`, as ``spawn(_:_:)`` does in a lab host.
+    public func spawn(in host: ExtraHost, _ arguments: [String]) throws -> LabProcess {
+        guard let ip = Self.ipPath else { throw LabError(Self.unsupportedReason ?? "`ip` not found") }
+        guard !arguments.isEmpty else { throw LabError("no command given to run in \(host.name)") }
+        return try track([ip, "netns", "exec", host.namespace] + arguments, as: arguments) { "\($0)-\(host.name)" }
+    }
+
     /// Starts a long-running `arguments` in the test process's own namespaces rather than in a lab host, for a
     /// program that must start there and is pointed at a lab host itself (`systemd-nspawn
     /// --network-namespace-path=`). Its output goes to `label.out` and `label.err` in ``workDirectory``; the lab

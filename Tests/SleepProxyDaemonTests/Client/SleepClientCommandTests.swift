@@ -86,6 +86,7 @@ struct SleepClientCommandTests {
             [try SleepClientLabTests.clientPath(), "status", "--config", "/nonexistent/client.toml"],
             timeout: .seconds(20))
         #expect(result.status == 64, "\(result)")
-        #expect(result.stderr.contains("/nonexistent/client.toml: cannot read it: No such file or directory"), "\(result)")
+        #expect(
+            result.stderr.contains("/nonexistent/client.toml: cannot read it: No such file or directory"), "\(result)")
     }
 }

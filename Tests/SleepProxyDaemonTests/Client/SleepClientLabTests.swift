@@ -134,4 +134,125 @@ struct SleepClientLabTests {
             #expect(awake.answers.isEmpty, "\(awake)")
         }
     }
+
+    /// A second proxy with better numbers, in a fourth host: the client registers there, as a Mac would.
+    @Test func aProxyWithBetterMetricsIsChosen() async throws {
+        try await Lab.withLab { lab in
+            try Self.writeConfig(lab)
+            let lab1 = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
+            defer { lab1.signal(SIGTERM) }
+            let host = try lab.addHost("better", number: 4)
+            let better = try lab.spawn(
+                in: host,
+                [
+                    try RegistrationDaemonLabTests.daemonPath(), "--interface", "eth0", "--state-dir",
+                    lab.workDirectory + "/state-better", "--advertise-name", "Better Proxy", "--advertise-metrics",
+                    "10-30-50-73", "--advertise-host-name", "better-proxy", "--control-socket",
+                    lab.workDirectory + "/better.sock",
+                ])
+            defer { better.signal(SIGTERM) }
+            _ = try await eventually("the second proxy's start", within: .seconds(10)) {
+                better.stderr.contains("registrations on UDP port") ? true : nil
+            }
+            _ = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: Self.services)
+
+            let status = try await Self.client(lab, "status")
+            #expect(status.stdout.contains("1. 10-30-50-73.1 Better Proxy  (metric 103050"), "\(status)")
+            #expect(status.stdout.contains("2. 20-30-50-73.1 Lab Proxy  (metric 203050"), "\(status)")
+            let register = try await Self.client(lab, "register")
+            #expect(register.status == 0, "\(register)")
+            #expect(
+                register.stderr.contains("registered eth0 with \"10-30-50-73.1 Better Proxy\" at \(host.ipv4) port"),
+                "\(register)")
+            let held = try await OperationsLabTests().ctl(lab, ["hosts"], socket: lab.workDirectory + "/better.sock")
+            #expect(held.stdout.contains("sleeper.local"), "\(held)")
+            let other = try await OperationsLabTests().ctl(lab, ["hosts"])
+            #expect(other.stdout.contains("no hosts held"), "\(other)")
+        }
+    }
+
+    /// A proxy that is advertised (by a real avahi-daemon) with the best numbers but never answers: three
+    /// sendings a second apart, then the next proxy, which holds the host.
+    @Test func aSilentProxyIsLeftForTheNextAfterThreeSendings() async throws {
+        try await Lab.withLab { lab in
+            try Self.writeConfig(lab)
+            let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
+            defer { daemon.signal(SIGTERM) }
+            // On the waker: a listener that reads and never replies, advertised as a proxy.
+            let silent = try lab.spawn(.waker, ["nc", "-u", "-l", "-k", "5999"])
+            defer { silent.signal(SIGTERM) }
+            _ = try await lab.startAvahi(
+                on: .waker, hostName: "waker",
+                services: [AvahiService(name: "10-10-10-10.1 Silent", type: "_sleep-proxy._udp", port: 5999)])
+            let wire = try lab.withNamespace(.waker) { try PacketCapture(interface: "eth0") }
+            defer { wire.close() }
+            try wire.setFilter("udp dst port 5999")
+            _ = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: Self.services)
+
+            let register = try await Self.client(lab, "register", ["--verbose"])
+            #expect(register.status == 0, "\(register)")
+            #expect(register.stderr.contains("proxy 1: \"10-10-10-10.1 Silent\""), "\(register)")
+            #expect(register.stderr.contains("registered eth0 with \"20-30-50-73.1 Lab Proxy\""), "\(register)")
+            var sendings: [Duration] = []
+            while let frame = try? await firstElement(
+                of: wire.frames, within: .milliseconds(300), "a sending", where: { _ in true })
+            {
+                sendings.append(frame.timestamp)
+            }
+            #expect(sendings.count == 3, "three sendings to the silent proxy: \(sendings)")
+            if sendings.count == 3 {
+                let gaps = zip(sendings.dropFirst(), sendings).map { $0 - $1 }
+                #expect(
+                    gaps.allSatisfy { $0 >= .milliseconds(900) && $0 <= .milliseconds(1_300) },
+                    "a second apart: \(gaps)")
+            }
+        }
+    }
+
+    /// A desktop with 40 services: the records do not fit in one datagram, the client sends several, and the
+    /// proxy answers for every record while the host sleeps.
+    @Test func aHostWithFortyServicesRegistersInSeveralDatagrams() async throws {
+        try await Lab.withLab { lab in
+            try Self.writeConfig(lab)
+            let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
+            defer { daemon.signal(SIGTERM) }
+            let services = (0..<40).map { n in
+                AvahiService(
+                    name: "sleeper service \(n)", type: n % 2 == 0 ? "_http._tcp" : "_app\(n)._tcp",
+                    port: UInt16(8000 + n), txt: ["path=/service/\(n)"])
+            }
+            let avahi = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: services)
+
+            let register = try await Self.client(lab, "register")
+            print("sleepproxy-client register (40 services):\n\(register.stderr)")
+            #expect(register.status == 0, "\(register)")
+            let counts = register.stderr.firstMatch(of: /: (\d+) records in (\d+) messages/)
+            let records = Int(counts?.1 ?? "") ?? 0
+            let messages = Int(counts?.2 ?? "") ?? 0
+            // Per service a TXT, an SRV and its type's PTR; an enumeration PTR per type (21); the reverse mappings
+            // and addresses of 10.77.0.2 and fd77::2 (the lab's avahi publishes no workstation service).
+            #expect(records == 40 * 3 + 21 + 4, "\(register)")
+            #expect(messages >= 3, "\(register)")
+
+            await avahi.stop(graceful: false)
+            try lab.sleep(.sleeper)
+            _ = try await eventually("the take-over", within: .seconds(20)) {
+                daemon.stderr.contains("took over \(lab.host(.sleeper).ipv4)") ? true : nil
+            }
+            let shown = try await OperationsLabTests().ctl(lab, ["show", "sleeper.local", "--json"])
+            #expect(shown.stdout.components(separatedBy: "\"expiresAt\"").count - 1 == records, "\(shown)")
+            for n in 0..<40 {
+                let type = n % 2 == 0 ? "_http._tcp" : "_app\(n)._tcp"
+                let answer = try await lab.dig(
+                    from: .waker, server: lab.host(.proxy).ipv4, name: "sleeper service \(n).\(type).local",
+                    type: "SRV")
+                #expect(
+                    answer.answers.contains { $0.type == "SRV" && $0.data.contains("\(8000 + n) sleeper.local") },
+                    "\(answer)")
+            }
+            let http = try await lab.dig(
+                from: .waker, server: lab.host(.proxy).ipv4, name: "_http._tcp.local", type: "PTR")
+            #expect(http.answers.filter { $0.type == "PTR" }.count == 20, "\(http)")
+        }
+    }
 }
