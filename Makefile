@@ -119,6 +119,7 @@ release:
 	@scripts/install-deps.sh
 	$(SWIFT) build -c $(BUILD_CONFIGURATION) $(SWIFT_BUILD_FLAGS) --product sleepproxyd
 	$(SWIFT) build -c $(BUILD_CONFIGURATION) $(SWIFT_BUILD_FLAGS) --product sleepproxyctl
+	$(SWIFT) build -c $(BUILD_CONFIGURATION) $(SWIFT_BUILD_FLAGS) --product sleepproxy-client
 
 install: release
 	@test -f Config/sleepproxy.toml || { echo "install: Config/sleepproxy.toml is missing"; exit 1; }
@@ -129,20 +130,31 @@ install: release
 		$(DESTDIR)$(FISH_COMPLETIONDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(BIN_PATH)/sleepproxyd $(DESTDIR)$(SBINDIR)/sleepproxyd
 	install -m 0755 $(BIN_PATH)/sleepproxyctl $(DESTDIR)$(BINDIR)/sleepproxyctl
+	install -m 0755 $(BIN_PATH)/sleepproxy-client $(DESTDIR)$(BINDIR)/sleepproxy-client
 	sed -e 's|/usr/local/sbin/sleepproxyd|$(SBINDIR)/sleepproxyd|' \
 		-e 's|/usr/local/share/doc/sleepproxy|$(DOCDIR)|' systemd/sleepproxyd.service >$(DESTDIR)$(UNITDIR)/sleepproxyd.service
-	chmod 0644 $(DESTDIR)$(UNITDIR)/sleepproxyd.service
+	sed -e 's|/usr/local/bin/sleepproxy-client|$(BINDIR)/sleepproxy-client|' \
+		systemd/sleepproxy-client.service >$(DESTDIR)$(UNITDIR)/sleepproxy-client.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/sleepproxyd.service $(DESTDIR)$(UNITDIR)/sleepproxy-client.service
 	install -m 0644 systemd/sleepproxy.sysusers $(DESTDIR)$(SYSUSERSDIR)/sleepproxy.conf
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
 	install -m 0644 $(BIN_PATH)/man/sleepproxyd.8 $(DESTDIR)$(MANDIR)/man8/sleepproxyd.8
 	install -m 0644 $(BIN_PATH)/man/sleepproxyctl.1 $(DESTDIR)$(MANDIR)/man1/sleepproxyctl.1
 	install -m 0644 $(BIN_PATH)/man/sleepproxy.toml.5 $(DESTDIR)$(MANDIR)/man5/sleepproxy.toml.5
+	install -m 0644 $(BIN_PATH)/man/sleepproxy-client.8 $(DESTDIR)$(MANDIR)/man8/sleepproxy-client.8
+	install -m 0644 $(BIN_PATH)/man/sleepproxy-client.toml.5 $(DESTDIR)$(MANDIR)/man5/sleepproxy-client.toml.5
 	@# The sample configuration only where there is none: an existing file is never overwritten.
 	@if [ -e $(DESTDIR)$(CONFDIR)/sleepproxy.toml ]; then \
 		echo "install: kept the existing $(DESTDIR)$(CONFDIR)/sleepproxy.toml (the sample is Config/sleepproxy.toml)"; \
 	else \
 		echo "install -m 0644 Config/sleepproxy.toml $(DESTDIR)$(CONFDIR)/sleepproxy.toml"; \
 		install -m 0644 Config/sleepproxy.toml $(DESTDIR)$(CONFDIR)/sleepproxy.toml; \
+	fi
+	@if [ -e $(DESTDIR)$(CONFDIR)/client.toml ]; then \
+		echo "install: kept the existing $(DESTDIR)$(CONFDIR)/client.toml (the sample is Config/client.toml)"; \
+	else \
+		echo "install -m 0644 Config/client.toml $(DESTDIR)$(CONFDIR)/client.toml"; \
+		install -m 0644 Config/client.toml $(DESTDIR)$(CONFDIR)/client.toml; \
 	fi
 	@# bash sources its completions: the generated script's #! line has no use there.
 	$(BIN_PATH)/sleepproxyctl --generate-completion-script bash | sed '1{/^#!/d}' \
@@ -160,22 +172,27 @@ install: release
 		if $(SYSTEMD_RUNNING); then echo "systemctl daemon-reload"; systemctl daemon-reload; fi; \
 		echo "install: done. Start it with: systemctl enable --now sleepproxyd"; \
 		echo "install: let a user run sleepproxyctl: usermod -aG sleepproxy USER (then log in again)"; \
+		echo "install: on a machine that sleeps behind a proxy: systemctl enable sleepproxy-client"; \
 	fi
 
 uninstall:
 	@if [ -z "$(DESTDIR)" ] && $(SYSTEMD_RUNNING); then \
 		echo "systemctl disable --now sleepproxyd.service"; systemctl disable --now sleepproxyd.service || true; \
+		echo "systemctl disable sleepproxy-client.service"; systemctl disable sleepproxy-client.service || true; \
 	fi
-	rm -f $(DESTDIR)$(SBINDIR)/sleepproxyd $(DESTDIR)$(BINDIR)/sleepproxyctl \
-		$(DESTDIR)$(UNITDIR)/sleepproxyd.service $(DESTDIR)$(SYSUSERSDIR)/sleepproxy.conf \
+	rm -f $(DESTDIR)$(SBINDIR)/sleepproxyd $(DESTDIR)$(BINDIR)/sleepproxyctl $(DESTDIR)$(BINDIR)/sleepproxy-client \
+		$(DESTDIR)$(UNITDIR)/sleepproxyd.service $(DESTDIR)$(UNITDIR)/sleepproxy-client.service \
+		$(DESTDIR)$(SYSUSERSDIR)/sleepproxy.conf \
 		$(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(BASH_COMPLETIONDIR)/sleepproxyctl \
 		$(DESTDIR)$(ZSH_COMPLETIONDIR)/_sleepproxyctl $(DESTDIR)$(FISH_COMPLETIONDIR)/sleepproxyctl.fish \
 		$(DESTDIR)$(MANDIR)/man8/sleepproxyd.8 $(DESTDIR)$(MANDIR)/man1/sleepproxyctl.1 \
-		$(DESTDIR)$(MANDIR)/man5/sleepproxy.toml.5
+		$(DESTDIR)$(MANDIR)/man5/sleepproxy.toml.5 $(DESTDIR)$(MANDIR)/man8/sleepproxy-client.8 \
+		$(DESTDIR)$(MANDIR)/man5/sleepproxy-client.toml.5
 	@rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 	@if [ -z "$(DESTDIR)" ] && $(SYSTEMD_RUNNING); then echo "systemctl daemon-reload"; systemctl daemon-reload; fi
-	@echo "uninstall: kept the configuration $(DESTDIR)$(CONFDIR)/sleepproxy.toml and the lease store" \
-		"/var/lib/sleepproxy (/var/lib/private/sleepproxy under the unit); remove them by hand when no longer wanted."
+	@echo "uninstall: kept the configuration $(DESTDIR)$(CONFDIR)/sleepproxy.toml and client.toml, the lease store" \
+		"/var/lib/sleepproxy (/var/lib/private/sleepproxy under the unit) and the client's state" \
+		"(/var/lib/private/sleepproxy-client); remove them by hand when no longer wanted."
 	@echo "uninstall: kept the sleepproxy user and group (userdel sleepproxy removes both)."
 
 # The Debian package, built with dpkg-buildpackage from this checkout (debian/), then checked with lintian; the

@@ -38,7 +38,10 @@ expected=$(
     sort -k2 <<'EOF'
 755 usr/local/sbin/sleepproxyd
 755 usr/local/bin/sleepproxyctl
+755 usr/local/bin/sleepproxy-client
 644 etc/systemd/system/sleepproxyd.service
+644 etc/systemd/system/sleepproxy-client.service
+644 etc/sleepproxy/client.toml
 644 etc/sysusers.d/sleepproxy.conf
 644 etc/sleepproxy/sleepproxy.toml
 644 usr/local/share/doc/sleepproxy/README.md
@@ -48,6 +51,8 @@ expected=$(
 644 usr/local/share/man/man8/sleepproxyd.8
 644 usr/local/share/man/man1/sleepproxyctl.1
 644 usr/local/share/man/man5/sleepproxy.toml.5
+644 usr/local/share/man/man8/sleepproxy-client.8
+644 usr/local/share/man/man5/sleepproxy-client.toml.5
 EOF
 )
 if [[ $(tree) != "$expected" ]]; then
@@ -56,6 +61,9 @@ $(diff <(printf '%s\n' "$expected") <(tree) | grep '^[<>]' | sed 's/^</-/; s/^>/
 fi
 cmp -s systemd/sleepproxyd.service "$root/etc/systemd/system/sleepproxyd.service" ||
     fail "with the default PREFIX the installed unit should be systemd/sleepproxyd.service unchanged"
+cmp -s systemd/sleepproxy-client.service "$root/etc/systemd/system/sleepproxy-client.service" ||
+    fail "with the default PREFIX the installed unit should be systemd/sleepproxy-client.service unchanged"
+cmp -s Config/client.toml "$root/etc/sleepproxy/client.toml" || fail "the client's sample configuration was not copied"
 cmp -s Config/sleepproxy.toml "$root/etc/sleepproxy/sleepproxy.toml" || fail "the sample configuration was not copied"
 for completion in usr/local/share/bash-completion/completions/sleepproxyctl \
     usr/local/share/zsh/site-functions/_sleepproxyctl usr/local/share/fish/vendor_completions.d/sleepproxyctl.fish; do
@@ -65,7 +73,8 @@ head -1 "$root/usr/local/share/bash-completion/completions/sleepproxyctl" | grep
     fail "the bash completion starts with a #! line (bash sources it)"
 # The manual pages render without a warning from man (groff), as lintian checks them in the package.
 for page in usr/local/share/man/man8/sleepproxyd.8 usr/local/share/man/man1/sleepproxyctl.1 \
-    usr/local/share/man/man5/sleepproxy.toml.5; do
+    usr/local/share/man/man5/sleepproxy.toml.5 usr/local/share/man/man8/sleepproxy-client.8 \
+    usr/local/share/man/man5/sleepproxy-client.toml.5; do
     warnings=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l "$root/$page" 2>&1 >/dev/null)
     [[ -z $warnings ]] || fail "man warns about $page: $warnings"
 done
@@ -73,6 +82,7 @@ grep -q -- '--check-config' "$root/usr/local/share/man/man8/sleepproxyd.8" ||
     fail "sleepproxyd.8 does not describe the options"
 "$root/usr/local/sbin/sleepproxyd" --help >/dev/null || fail "the installed sleepproxyd does not run"
 "$root/usr/local/bin/sleepproxyctl" --help >/dev/null || fail "the installed sleepproxyctl does not run"
+"$root/usr/local/bin/sleepproxy-client" --help >/dev/null || fail "the installed sleepproxy-client does not run"
 
 # A changed configuration survives the next install.
 echo "# changed by the administrator" >>"$root/etc/sleepproxy/sleepproxy.toml"
@@ -84,7 +94,7 @@ grep -q "kept the existing" "$log" || fail "a second make install did not say th
 # Uninstall leaves the configuration only.
 make "${arguments[@]}" uninstall >"$log" 2>&1 || fail "make uninstall failed"
 left=$(tree)
-[[ $left == "644 etc/sleepproxy/sleepproxy.toml" ]] || fail "make uninstall left other files than the configuration:
+[[ $left == $'644 etc/sleepproxy/client.toml\n644 etc/sleepproxy/sleepproxy.toml' ]] || fail "make uninstall left other files than the configuration:
 $left"
 grep -q "kept the configuration" "$log" || fail "make uninstall did not say that it kept the configuration file"
 echo "check-install: make install and make uninstall (DESTDIR, ${BUILD_CONFIGURATION:-debug} build): as expected"

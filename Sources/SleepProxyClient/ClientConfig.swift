@@ -53,6 +53,9 @@ public struct ClientConfig: Sendable, Hashable {
 
     public init() {}
 
+    /// The keys the file may have.
+    public static var keyNames: [String] { keys.keys.sorted() }
+
     /// The keys, with what each takes, for messages.
     static let keys: [String: String] = [
         "interfaces": "an array of interface names",

@@ -89,4 +89,24 @@ struct SleepClientCommandTests {
         #expect(
             result.stderr.contains("/nonexistent/client.toml: cannot read it: No such file or directory"), "\(result)")
     }
+
+    /// The manual page and the sample file describe exactly the keys the client knows, and the sample's
+    /// commented-out values are the defaults.
+    @Test func theManualPageAndTheSampleDescribeEveryKey() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        let page = try String(contentsOf: root.appendingPathComponent("man/sleepproxy-client.toml.5"), encoding: .utf8)
+        let documented = page.split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix(".It Cm ") else { return nil }
+            return line.dropFirst(".It Cm ".count).split(separator: " ").first.map(String.init)
+        }
+        #expect(documented.sorted() == ClientConfig.keyNames)
+
+        let sample = try String(contentsOf: root.appendingPathComponent("Config/client.toml"), encoding: .utf8)
+        let settings = sample.split(separator: "\n").filter { $0.hasPrefix("# ") && $0.contains(" = ") }
+            .map { String($0.dropFirst(2)) }
+        #expect(
+            settings.compactMap { $0.split(separator: " ").first.map(String.init) }.sorted() == ClientConfig.keyNames)
+        #expect(try ClientConfig.parse(settings.joined(separator: "\n"), path: "Config/client.toml") == ClientConfig())
+    }
 }
