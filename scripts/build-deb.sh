@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make deb`: builds the Debian package from this checkout with dpkg-buildpackage (binary only, unsigned), checks
+# `make deb`: builds the Debian packages (sleepproxyd and sleepproxy-client) from this checkout with dpkg-buildpackage (binary only, unsigned), checks
 # it with lintian (errors and warnings fail; overrides in debian/*.lintian-overrides say why), and leaves the
 # .deb, .buildinfo and .changes in OUT_DIR (default dist/). Prints the package's fields, its files and
 # `figure:` lines for its sizes.
@@ -38,27 +38,34 @@ fi
 
 version=$(dpkg-parsechangelog -SVersion)
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
+# The source's files (.buildinfo, .changes) and one .deb per binary package: the server and the client.
 base=sleepproxyd_${version}_${arch}
+client=sleepproxy-client_${version}_${arch}
 # dpkg-buildpackage writes next to the source tree; the files are moved to OUT_DIR afterwards.
 parent=$(dirname "$PWD")
-rm -f "$parent/$base.deb" "$parent/$base.buildinfo" "$parent/$base.changes"
+rm -f "$parent/$base.deb" "$parent/$client.deb" "$parent/$base.buildinfo" "$parent/$base.changes"
 dpkg-buildpackage -b -us -uc
 mkdir -p "$out"
-for suffix in deb buildinfo changes; do
-    mv -f "$parent/$base.$suffix" "$out/$base.$suffix"
+for file in "$base.deb" "$client.deb" "$base.buildinfo" "$base.changes"; do
+    mv -f "$parent/$file" "$out/$file"
 done
-deb=$out/$base.deb
 
-echo
-echo "build-deb: $deb"
-dpkg-deb --field "$deb" Package Version Architecture Installed-Size Depends
-echo "build-deb: files:"
-dpkg-deb --contents "$deb" | awk '{ size = $3; $1 = $2 = $3 = $4 = $5 = ""; sub(/^ +/, ""); printf "%10s %s\n", size, $0 }'
-echo "build-deb: lintian:"
-lintian --fail-on error,warning --display-info --pedantic "$deb" || {
-    echo "build-deb: lintian found errors or warnings in $deb" >&2
-    exit 1
+# describe DEB FIGURE_PREFIX: fields, files, lintian, sizes.
+describe() {
+    local deb=$1 prefix=$2
+    echo
+    echo "build-deb: $deb"
+    dpkg-deb --field "$deb" Package Version Architecture Installed-Size Depends Recommends
+    echo "build-deb: files:"
+    dpkg-deb --contents "$deb" | awk '{ size = $3; $1 = $2 = $3 = $4 = $5 = ""; sub(/^ +/, ""); printf "%10s %s\n", size, $0 }'
+    echo "build-deb: lintian:"
+    lintian --fail-on error,warning --display-info --pedantic "$deb" || {
+        echo "build-deb: lintian found errors or warnings in $deb" >&2
+        exit 1
+    }
+    echo "build-deb: lintian: no errors or warnings"
+    echo "figure: ${prefix}deb_bytes: $(stat -c %s "$deb")"
+    echo "figure: ${prefix}installed_size_kib: $(dpkg-deb --field "$deb" Installed-Size)"
 }
-echo "build-deb: lintian: no errors or warnings"
-echo "figure: deb_bytes: $(stat -c %s "$deb")"
-echo "figure: installed_size_kib: $(dpkg-deb --field "$deb" Installed-Size)"
+describe "$out/$base.deb" ""
+describe "$out/$client.deb" "client_"

@@ -360,6 +360,19 @@ enum BootTestPackage {
         return candidates.max { modified($0) < modified($1) }
     }()
 
+    /// The client's package: `SLEEPPROXY_CLIENT_DEB`, else the newest `dist/sleepproxy-client_<release>-*.deb`.
+    static let clientPath: String? = {
+        if let named = ProcessInfo.processInfo.environment["SLEEPPROXY_CLIENT_DEB"], !named.isEmpty { return named }
+        let directory = repository + "/dist"
+        let candidates = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+            .filter { $0.hasPrefix("sleepproxy-client_\(SleepProxyVersion.release)-") && $0.hasSuffix(".deb") }
+            .map { directory + "/" + $0 }
+        return candidates.max { modified($0) < modified($1) }
+    }()
+
+    static let clientMissing =
+        "no sleepproxy-client_\(SleepProxyVersion.release)-*.deb in dist/: `make deb` builds it (`make test` does, as root), or SLEEPPROXY_CLIENT_DEB names one"
+
     static let missing =
         "no sleepproxyd_\(SleepProxyVersion.release)-*.deb in dist/: `make deb` builds it (`make test` does, as root), or SLEEPPROXY_DEB names one"
 

@@ -1,0 +1,123 @@
+import Foundation
+import TestLab
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The client's Debian package in a Debian 12 system booted under systemd, in the lab's sleeper host beside the
+/// sleeper's avahi-daemon (the container shares its network namespace), with `sleepproxyd` in the proxy host:
+/// installed, its unit enabled into sleep.target but not started; when sleep.target is started and stopped by hand,
+/// as a suspend and resume do, it registers and returns. The machine itself never sleeps.
+@Suite(
+    .requiresLab(tools: ["avahi-daemon", "dbus-daemon", "dpkg-deb"]),
+    .enabled(if: BootedSystem.unsupportedReason == nil, Comment(rawValue: BootedSystem.unsupportedReason ?? "")),
+    .enabled(if: BootTestPackage.clientPath != nil, Comment(rawValue: BootTestPackage.clientMissing)))
+struct ClientPackageBootLabTests {
+    static func say(_ text: String) { print("client package boot: \(text)") }
+
+    func unit(_ system: BootedSystem) async throws -> [String: String] {
+        let shown = try await system.runChecked([
+            "systemctl", "show", "sleepproxy-client", "-p", "ActiveState,SubState,Result,ExecMainStatus,UnitFileState",
+        ])
+        return Dictionary(
+            shown.stdout.split(separator: "\n").compactMap { line -> (String, String)? in
+                guard let equals = line.firstIndex(of: "=") else { return nil }
+                return (String(line[..<equals]), String(line[line.index(after: equals)...]))
+            }, uniquingKeysWith: { first, _ in first })
+    }
+
+    func journal(_ system: BootedSystem) async throws -> String {
+        try await system.runChecked(["journalctl", "-u", "sleepproxy-client", "--no-pager", "-o", "cat"]).stdout
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func theUnitRegistersWhenStartedAndReturnsWhenStopped() async throws {
+        let package = try #require(BootTestPackage.clientPath)
+        try await BootedSystem.prepareRoot(repository: BootTestPackage.repository)
+        try await Lab.withLab { lab in
+            let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
+            defer { daemon.signal(SIGTERM) }
+            _ = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: SleepClientLabTests.services)
+            try await BootedSystem.withBooted(in: lab, role: .sleeper) { system in
+                _ = try Lab.runInTestNamespace(["cp", package, system.shared + "/client.deb"])
+                // No network in the container: the recommended avahi-daemon and ethtool are not fetched (the
+                // sleeper's avahi-daemon runs beside it, in the same network namespace).
+                try await system.runChecked(
+                    [
+                        "apt-get", "install", "-y", "--no-install-recommends",
+                        BootedSystem.sharedMountPoint + "/client.deb",
+                    ], timeout: .seconds(120))
+                var state = try await unit(system)
+                #expect(state["UnitFileState"] == "enabled", "\(state)")
+                #expect(state["ActiveState"] == "inactive", "installing does not register: \(state)")
+                let wants = try await system.runChecked(["systemctl", "list-dependencies", "--plain", "sleep.target"])
+                #expect(wants.stdout.contains("sleepproxy-client.service"), "\(wants)")
+                let order = try await system.runChecked([
+                    "systemctl", "show", "-p", "Before,StopWhenUnneeded,RemainAfterExit", "sleepproxy-client",
+                ])
+                #expect(order.stdout.contains("sleep.target"), "\(order)")
+                #expect(order.stdout.contains("StopWhenUnneeded=yes") && order.stdout.contains("RemainAfterExit=yes"))
+                Self.say("installed with apt: \(state["UnitFileState"] ?? "") in sleep.target's wants, inactive")
+
+                // The lab's interface is a veth: no Wake-on-LAN. With the default handling the unit refuses.
+                try await system.write("interfaces = [\"eth0\"]\n", to: "/etc/sleepproxy/client.toml")
+                let refused = try await system.run(["systemctl", "start", "sleepproxy-client"])
+                #expect(refused.status != 0)
+                state = try await unit(system)
+                #expect(state["ExecMainStatus"] == "4", "exit status 4, Wake-on-LAN: \(state)")
+                #expect(try await journal(system).contains("eth0 has no Wake-on-LAN"))
+                Self.say("with wake_on_lan = \"check\" on a veth: failed with exit status \(state["ExecMainStatus"] ?? "")")
+
+                // As on a virtual machine: the check is skipped. What a suspend does: something that needs
+                // sleep.target starts (systemd-suspend.service is that; here a stand-in that only waits), which
+                // starts this unit first and keeps it needed. Started alone, StopWhenUnneeded= would stop it
+                // again at once.
+                try await system.write(
+                    "interfaces = [\"eth0\"]\nwake_on_lan = \"skip\"\n", to: "/etc/sleepproxy/client.toml")
+                try await system.runChecked(["systemctl", "reset-failed", "sleepproxy-client"])
+                try await system.runChecked([
+                    "systemd-run", "--unit=suspend-stand-in", "--property=Wants=sleep.target",
+                    "--property=After=sleep.target", "/bin/sleep", "infinity",
+                ])
+                state = try await eventually("the unit active", within: .seconds(30)) {
+                    let state = try await unit(system)
+                    return state["ActiveState"] == "active" ? state : nil
+                }
+                #expect(state["SubState"] == "exited", "\(state)")
+                let target = try await system.runChecked(["systemctl", "is-active", "sleep.target"])
+                #expect(target.stdout.hasPrefix("active"), "\(target)")
+                let registered = try await journal(system)
+                #expect(
+                    registered.contains("registered eth0 with \"20-30-50-73.1 Lab Proxy\" at 10.77.0.1 port 5354"),
+                    "\(registered)")
+                let held = try await OperationsLabTests().ctl(lab, ["hosts"])
+                #expect(held.stdout.contains("sleeper.local"), "\(held)")
+                #expect(!daemon.stderr.contains("released"), "\(daemon.stderr)")
+                Self.say(
+                    "sleep.target started: the unit is active (exited); \(registered.split(separator: "\n").last(where: { $0.contains("registered") }) ?? "")"
+                )
+
+                // The resume: the stand-in ends, sleep.target is no longer needed and stops, and so does this unit,
+                // whose stop runs `return`.
+                try await system.runChecked(["systemctl", "stop", "suspend-stand-in"])
+                _ = try await eventually("the unit stopped", within: .seconds(30)) {
+                    try await unit(system)["ActiveState"] == "inactive" ? true : nil
+                }
+                let returned = try await journal(system)
+                #expect(returned.contains("returned on eth0: announced"), "\(returned)")
+                _ = try await eventually("the release", within: .seconds(2)) {
+                    daemon.stderr.contains("released") ? true : nil
+                }
+                let after = try await OperationsLabTests().ctl(lab, ["hosts"])
+                #expect(after.stdout.contains("no hosts held"), "\(after)")
+                // The state directory belongs to the dynamic user, behind /var/lib/private.
+                let sequence = try await system.runChecked(["cat", "/var/lib/sleepproxy-client/sequence"])
+                Self.say(
+                    "sleep.target stopped: \(returned.split(separator: "\n").last(where: { $0.contains("returned") }) ?? ""); released by the proxy; sequence now \(sequence.stdout.trimmingCharacters(in: .whitespacesAndNewlines))"
+                )
+            }
+        }
+    }
+}
