@@ -1,4 +1,5 @@
 import Foundation
+import SleepProxyClient
 import SleepProxyDaemon
 import TestLab
 import Testing
@@ -68,6 +69,14 @@ struct SleepClientLabTests {
             #expect(status.status == 0, "\(status)")
             #expect(status.stdout.contains("1. 20-30-50-73.1 Lab Proxy"), "\(status)")
             #expect(status.stdout.contains("sleeper SSH._ssh._tcp.local."), "\(status)")
+            let json = try await Self.client(lab, "status", ["--json"])
+            let report = try JSONDecoder().decode(ClientStatusReport.self, from: Data(json.stdout.utf8))
+            let eth0 = try #require(report.interfaces.first)
+            #expect(eth0.name == "eth0" && eth0.mac == "02:77:00:00:00:02" && eth0.wakeOnLAN == "skip")
+            #expect(eth0.proxies.first { $0.choice == 1 }?.name == "20-30-50-73.1 Lab Proxy", "\(json.stdout)")
+            #expect(eth0.hostName == "sleeper.local." && eth0.services.count == 2, "\(json.stdout)")
+            #expect(eth0.records.contains { $0.type == "SRV" && $0.data == "0 0 445 sleeper.local." && $0.unique })
+            #expect(eth0.lastRegistration == nil)
 
             let register = try await Self.client(lab, "register")
             print("sleepproxy-client register:\n\(register.stderr)")
@@ -253,6 +262,37 @@ struct SleepClientLabTests {
             let http = try await lab.dig(
                 from: .waker, server: lab.host(.proxy).ipv4, name: "_http._tcp.local", type: "PTR")
             #expect(http.answers.filter { $0.type == "PTR" }.count == 20, "\(http)")
+        }
+    }
+
+    /// Each way a registration fails has its exit status and one log line: no proxy at all, only a proxy that
+    /// never answers, and a host whose responder publishes no service.
+    @Test func eachFailureHasItsExitStatusAndLogLine() async throws {
+        try await Lab.withLab { lab in
+            try Self.writeConfig(lab)
+            let avahi = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: Self.services)
+            let none = try await Self.client(lab, "register")
+            #expect(none.status == 2, "\(none)")
+            #expect(none.stderr.contains("no sleep proxy seen on eth0"), "\(none)")
+            #expect(!FileManager.default.fileExists(atPath: Self.stateDirectory(lab, .sleeper) + "/registration-eth0"))
+
+            let silent = try lab.spawn(.waker, ["nc", "-u", "-l", "-k", "5999"])
+            defer { silent.signal(SIGTERM) }
+            _ = try await lab.startAvahi(
+                on: .waker, hostName: "waker",
+                services: [AvahiService(name: "10-10-10-10 Silent", type: "_sleep-proxy._udp", port: 5999)])
+            let unanswered = try await Self.client(lab, "register")
+            #expect(unanswered.status == 3, "\(unanswered)")
+            #expect(
+                unanswered.stderr.contains(
+                    "no sleep proxy answered on eth0: tried \"10-10-10-10 Silent\" (silent), 3 sendings each"),
+                "\(unanswered)")
+
+            await avahi.stop(graceful: true)
+            _ = try await lab.startAvahi(on: .sleeper, hostName: "sleeper")
+            let nothing = try await Self.client(lab, "register")
+            #expect(nothing.status == 5, "\(nothing)")
+            #expect(nothing.stderr.contains("nothing to register on eth0: no service of this host"), "\(nothing)")
         }
     }
 }

@@ -68,7 +68,8 @@ struct ClientPackageBootLabTests {
                 state = try await unit(system)
                 #expect(state["ExecMainStatus"] == "4", "exit status 4, Wake-on-LAN: \(state)")
                 #expect(try await journal(system).contains("eth0 has no Wake-on-LAN"))
-                Self.say("with wake_on_lan = \"check\" on a veth: failed with exit status \(state["ExecMainStatus"] ?? "")")
+                Self.say(
+                    "with wake_on_lan = \"check\" on a veth: failed with exit status \(state["ExecMainStatus"] ?? "")")
 
                 // As on a virtual machine: the check is skipped. What a suspend does: something that needs
                 // sleep.target starts (systemd-suspend.service is that; here a stand-in that only waits), which
