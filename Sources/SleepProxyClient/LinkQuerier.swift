@@ -109,12 +109,12 @@ struct LinkSurvey {
     var host: HostRecords
     var proxies = ProxyDirectory()
 
-    /// How long proxies get to answer the browse: responders delay answers to a shared question by 20 to
-    /// 120 ms (RFC 6762 section 6), and some more when they aggregate.
-    static let listenAtLeast: Duration = .milliseconds(1_000)
-    /// When to ask again what is still unanswered. A responder multicasts a record at most once a second (RFC 6762
-    /// section 6), so a proxy that has just answered someone else's browse stays quiet for up to a second: the
-    /// rounds go on past that.
+    /// How long proxies get to answer the browse. A responder multicasts a record at most once a second (RFC 6762
+    /// section 6): a proxy that has just answered someone else's browse (or this host's `status`) stays quiet for
+    /// up to a second, and answers only the round after that. Stopping at the first proxy heard would miss a
+    /// better one; the listen lasts until the last round has had its answers.
+    static let listenAtLeast: Duration = .milliseconds(2_200)
+    /// When to ask again what is still unanswered; the rounds go on past the one second a responder may stay quiet.
     static let rounds: [Duration] = [
         .zero, .milliseconds(300), .milliseconds(800), .milliseconds(1_400), .milliseconds(2_000),
     ]
