@@ -48,8 +48,9 @@ public struct ClientConfig: Sendable, Hashable {
     public var wakeOnLAN: WakeOnLANHandling = .check
     /// Where the sequence number and the last registrations are kept.
     public var stateDirectory = "/var/lib/sleepproxy-client"
-    /// How long `register` may take on one interface, in seconds, looking for proxies included.
-    public var timeout: UInt32 = 8
+    /// How long `register` may take, in seconds, for every interface together and looking for proxies included:
+    /// time for three proxies (three sendings a second apart each) after a listen of 2.5 s.
+    public var timeout: UInt32 = 12
 
     public init() {}
 
@@ -64,7 +65,7 @@ public struct ClientConfig: Sendable, Hashable {
         "exclude": "an array of proxy names",
         "wake_on_lan": "\"check\", \"enable\" or \"skip\"",
         "state_directory": "an absolute path",
-        "timeout": "seconds from 2 to 60",
+        "timeout": "seconds from 2 to 30",
     ]
 
     /// The settings of the file at `path` on top of the defaults; a missing file is all defaults, unless
@@ -127,7 +128,7 @@ public struct ClientConfig: Sendable, Hashable {
             case "state_directory":
                 guard let text = value.string, text.hasPrefix("/") else { throw expected() }
                 config.stateDirectory = text
-            case "timeout": config.timeout = try seconds(2...60)
+            case "timeout": config.timeout = try seconds(2...30)
             default: break
             }
         }

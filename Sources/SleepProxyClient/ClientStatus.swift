@@ -53,7 +53,9 @@ public struct ClientStatusReport: Codable, Sendable, Hashable {
         public var lastRegistration: Registration?
     }
 
-    public var sequence: Int
+    /// The kept sequence number; nil when none is kept yet, or it cannot be read (the unit's state directory is
+    /// root's).
+    public var sequence: Int?
     public var stateDirectory: String
     public var interfaces: [Interface]
 
@@ -88,7 +90,11 @@ public struct ClientStatusReport: Codable, Sendable, Hashable {
                     "    \(record.name) \(record.ttl) \(record.unique ? "unique" : "shared") \(record.type) \(record.data)"
                 )
             }
-            if let last = interface.lastRegistration {
+            if let last = interface.lastRegistration, last.lease == 0 {
+                lines.append(
+                    "  registered:  not confirmed: sent to \(last.proxy) at \(last.address) port \(last.port), no answer to every message; return announces it all the same"
+                )
+            } else if let last = interface.lastRegistration {
                 lines.append(
                     "  registered:  with \(last.proxy) at \(last.address) port \(last.port), lease \(last.lease) s until \(Self.clock(last.expiresAt)), sequence \(last.sequence), \(last.messages) message(s)"
                 )
@@ -96,7 +102,9 @@ public struct ClientStatusReport: Codable, Sendable, Hashable {
                 lines.append("  registered:  no registration kept")
             }
         }
-        lines.append("sequence number: \(sequence) (\(stateDirectory)/sequence)")
+        lines.append(
+            "sequence number: \(sequence.map(String.init) ?? "none kept, or not readable here") (\(stateDirectory)/sequence)"
+        )
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -116,12 +124,13 @@ extension SleepClient {
     public func status() -> Result<ClientStatusReport, ClientError> {
         do {
             let interfaces = try ClientInterface.select(config.interfaces)
-            let sequence = try state.sequence()
+            let sequence = state.keptSequence()
             var reports: [ClientStatusReport.Interface] = []
             for interface in interfaces {
                 let querier = try LinkQuerier(interface)
                 let survey = LinkSurvey.run(
-                    querier, fallbackHostName: ClientInterface.systemHostName, limit: Self.surveyLimit)
+                    querier, fallbackHostName: ClientInterface.systemHostName, choose: candidates,
+                    limit: Self.surveyLimit)
                 let chosen = candidates(survey.proxies.proxies)
                 let proxies = survey.proxies.proxies.map { proxy in
                     let target = survey.proxies.target(of: proxy.instance)
@@ -137,7 +146,7 @@ extension SleepClient {
                         unique: record.cacheFlush, data: Self.text(of: record.rdata))
                 }
                 let (wake, detail) = wakeOnLANSummary(interface.name)
-                let last = try state.registration(on: interface.name).map { saved in
+                let last = (try? state.registration(on: interface.name))?.map { saved in
                     ClientStatusReport.Registration(
                         proxy: saved.proxyName, address: "\(saved.proxyAddress)", port: Int(saved.proxyPort),
                         lease: Int(saved.lease), registeredAt: saved.registeredAt,
@@ -153,7 +162,8 @@ extension SleepClient {
             }
             return .success(
                 ClientStatusReport(
-                    sequence: Int(sequence.value), stateDirectory: config.stateDirectory, interfaces: reports))
+                    sequence: sequence.map { Int($0.value) }, stateDirectory: config.stateDirectory, interfaces: reports
+                ))
         } catch {
             return .failure(error)
         }

@@ -57,18 +57,22 @@ final class LinkQuerier {
         send(messages)
     }
 
-    /// Sends `messages` to the group on every family.
-    func send(_ messages: [[UInt8]]) {
+    /// Sends `messages` to the group on every family; returns how many datagrams went out.
+    @discardableResult
+    func send(_ messages: [[UInt8]]) -> Int {
+        var sent = 0
         for socket in sockets {
             guard let group = socket.group else { continue }
             for message in messages {
                 do {
                     try socket.send(message, to: group)
+                    sent += 1
                 } catch {
-                    ClientLog.debug("mDNS on \(interface.name): \(error)")
+                    ClientLog.warning("mDNS on \(interface.name): \(error)")
                 }
             }
         }
+        return sent
     }
 
     /// Hands each mDNS message that arrives before `deadline` to `handle`, with its source address.
@@ -120,7 +124,11 @@ struct LinkSurvey {
     ]
 
     /// Listens on `querier`'s link until what matters is known and nothing new has come for a while, or `limit`.
-    static func run(_ querier: LinkQuerier, fallbackHostName: DNSName?, limit: Duration) -> LinkSurvey {
+    /// `choose` picks the proxies that will be tried, whose addresses must be known.
+    static func run(
+        _ querier: LinkQuerier, fallbackHostName: DNSName?, choose: ([DiscoveredProxy]) -> [DiscoveredProxy],
+        limit: Duration
+    ) -> LinkSurvey {
         var survey = LinkSurvey(
             host: HostRecords(addresses: querier.interface.addresses, fallbackHostName: fallbackHostName))
         let start = ContinuousClock.now
@@ -130,10 +138,14 @@ struct LinkSurvey {
             let now = ContinuousClock.now
             let elapsed = start.duration(to: now)
             if elapsed >= limit { break }
-            if elapsed >= listenAtLeast, lastNews.duration(to: now) >= .milliseconds(400), survey.settled { break }
+            if elapsed >= listenAtLeast, lastNews.duration(to: now) >= .milliseconds(400),
+                survey.settled(choosing: choose(survey.proxies.proxies))
+            {
+                break
+            }
             if round < rounds.count, elapsed >= rounds[round] {
                 round += 1
-                let chosen = ProxyRanking.choose(survey.proxies.proxies)
+                let chosen = choose(survey.proxies.proxies)
                 querier.ask(
                     [DNSQuestion(name: ProxyDirectory.serviceType, type: .ptr)] + survey.host.questions
                         + survey.proxies.questions(about: chosen))
@@ -151,13 +163,13 @@ struct LinkSurvey {
 
     /// Whether every question that matters has an answer: at least one proxy is seen, and only reverse mappings,
     /// which some responders never publish, may be open.
-    var settled: Bool {
+    func settled(choosing chosen: [DiscoveredProxy]) -> Bool {
         guard !proxies.proxies.isEmpty else { return false }
         let open = host.questions.filter { question in
             !(question.type == .ptr && question.name.wire.count > 1
                 && (question.name.description.hasSuffix("in-addr.arpa.")
                     || question.name.description.hasSuffix("ip6.arpa.")))
         }
-        return open.isEmpty && proxies.questions(about: ProxyRanking.choose(proxies.proxies)).isEmpty
+        return open.isEmpty && proxies.questions(about: chosen).isEmpty
     }
 }

@@ -44,16 +44,19 @@ public struct SleepClient: Sendable {
             ClientLog.error(error.description)
             return error.kind.status
         }
+        // One budget for every interface together: the suspend waits for all of them.
+        let deadline = ContinuousClock.now + .seconds(Int64(config.timeout))
         var statuses: [Int32] = []
         for interface in interfaces {
-            statuses.append(register(on: interface, sequence: sequence))
+            statuses.append(register(on: interface, sequence: sequence, until: deadline))
         }
         return statuses.contains(Status.registered) ? Status.registered : statuses.first ?? Status.noProxy
     }
 
-    private func register(on interface: ClientInterface, sequence: SequenceNumber) -> Int32 {
+    private func register(
+        on interface: ClientInterface, sequence: SequenceNumber, until deadline: ContinuousClock.Instant
+    ) -> Int32 {
         let start = ContinuousClock.now
-        let deadline = start + .seconds(Int64(config.timeout))
         if let refusal = checkWakeOnLAN(interface) {
             ClientLog.error(refusal)
             return Status.wakeOnLANOff
@@ -66,7 +69,7 @@ public struct SleepClient: Sendable {
             return error.kind.status
         }
         let survey = LinkSurvey.run(
-            querier, fallbackHostName: ClientInterface.systemHostName,
+            querier, fallbackHostName: ClientInterface.systemHostName, choose: candidates,
             limit: min(Self.surveyLimit, start.duration(to: deadline) / 2))
         let records = survey.host.records
         guard !survey.host.services.isEmpty else {
@@ -109,6 +112,16 @@ public struct SleepClient: Sendable {
         let outcome = runSession(
             datagrams: datagrams, ids: datagrams.indices.map(registration.messageID), targets: targets.map(\.target),
             interface: interface, until: deadline)
+        // A registration that was not confirmed may still be held in part (some datagrams answered, or replies
+        // lost): it is kept with lease 0, so that `return` announces the host's return all the same.
+        func keepUnconfirmed() {
+            let last = targets[targets.count - 1]
+            try? state.save(
+                SavedRegistration(
+                    interface: interface.name, proxyAddress: last.target.address, proxyPort: last.target.port,
+                    proxyName: last.proxy.instance.description, lease: 0, registeredAt: Int64(time(nil)),
+                    sequence: sequence, messages: datagrams))
+        }
         switch outcome {
         case .registered(let index, let lease):
             let entry = targets[index]
@@ -129,13 +142,15 @@ public struct SleepClient: Sendable {
             let tried = targets.enumerated().map { index, entry in
                 "\"\(entry.proxy.label)\"" + (refused[index].map { " (refused: RCODE \($0))" } ?? " (silent)")
             }
+            keepUnconfirmed()
             ClientLog.error(
                 "no sleep proxy answered on \(interface.name): tried \(tried.joined(separator: ", ")), \(RegistrationSession.sendingsPerProxy) sendings each"
             )
             return Status.unanswered
         case .timedOut:
+            keepUnconfirmed()
             ClientLog.error(
-                "registration on \(interface.name) ran out of time (\(config.timeout) s) before a proxy answered every message"
+                "registration on \(interface.name) ran out of time (timeout = \(config.timeout) s) before a proxy answered every message"
             )
             return Status.unanswered
         case .noProxy:
@@ -278,8 +293,10 @@ public struct SleepClient: Sendable {
                 continue
             }
             guard let saved else { continue }
-            guard let interface = waitForAddress(name, until: .now + .seconds(5)) else {
-                ClientLog.error("cannot announce the return on \(name): it has no address 5 s after the wake")
+            guard let interface = waitForLink(name, until: .now + .seconds(10)) else {
+                ClientLog.error(
+                    "cannot announce the return on \(name): no carrier or no address 10 s after the wake; the registration is kept for the next return"
+                )
                 status = ClientError.Kind.interface.status
                 continue
             }
@@ -291,11 +308,18 @@ public struct SleepClient: Sendable {
                 let owner = OwnerOption(sequence: sequence.value, primaryMAC: interface.mac)
                 let messages = try WakeAnnouncement.messages(records: records, owner: owner)
                 let querier = try LinkQuerier(interface)
-                querier.send(messages)
                 // Announced twice, a second apart (RFC 6762 section 8.3), so that one lost packet does not leave
                 // the proxy holding the host; then nothing more.
+                var sent = querier.send(messages)
                 querier.receive(until: .now + .seconds(1)) { _, _ in }
-                querier.send(messages)
+                sent += querier.send(messages)
+                guard sent > 0 else {
+                    ClientLog.error(
+                        "cannot announce the return on \(name): nothing could be sent; the registration is kept for the next return"
+                    )
+                    status = ClientError.Kind.network.status
+                    continue
+                }
                 state.removeRegistration(on: name)
                 announced += 1
                 ClientLog.notice(
@@ -315,9 +339,12 @@ public struct SleepClient: Sendable {
         return status
     }
 
-    private func waitForAddress(_ name: String, until deadline: ContinuousClock.Instant) -> ClientInterface? {
+    /// The interface once its link is up again (carrier: a NIC takes a few seconds after a resume, and what is
+    /// sent before is dropped without an error) and it has an address.
+    private func waitForLink(_ name: String, until deadline: ContinuousClock.Instant) -> ClientInterface? {
         while true {
-            if let interface = try? ClientInterface.select([name]), !interface[0].addresses.isEmpty {
+            let carrier = readFile("/sys/class/net/\(name)/carrier").map { $0.hasPrefix("1") } == .success(true)
+            if carrier, let interface = try? ClientInterface.select([name]), !interface[0].addresses.isEmpty {
                 return interface[0]
             }
             guard ContinuousClock.now < deadline else { return nil }

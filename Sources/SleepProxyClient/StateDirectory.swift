@@ -37,6 +37,13 @@ struct StateDirectory {
         }
     }
 
+    /// The sequence number if it is kept and readable, without creating it: for `status`, which changes nothing
+    /// (and may run as a user who cannot read the unit's state directory).
+    func keptSequence() -> SequenceNumber? {
+        guard case .success(let text) = readFile(sequencePath) else { return nil }
+        return try? SequenceNumber(fileText: text)
+    }
+
     func save(_ sequence: SequenceNumber) throws(ClientError) {
         try prepare()
         if let code = writeFileAtomically(sequencePath, sequence.fileText) {

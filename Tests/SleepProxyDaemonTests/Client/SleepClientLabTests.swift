@@ -287,6 +287,10 @@ struct SleepClientLabTests {
                 unanswered.stderr.contains(
                     "no sleep proxy answered on eth0: tried \"10-10-10-10 Silent\" (silent), 3 sendings each"),
                 "\(unanswered)")
+            // Not confirmed, yet perhaps held in part: kept, so that `return` announces the return all the same.
+            let kept = try String(
+                contentsOfFile: Self.stateDirectory(lab, .sleeper) + "/registration-eth0", encoding: .utf8)
+            #expect(kept.contains("\nlease 0\n"), "\(kept)")
 
             await avahi.stop(graceful: true)
             _ = try await lab.startAvahi(on: .sleeper, hostName: "sleeper")
