@@ -1,3 +1,4 @@
+import NetworkIO
 import TOMLConfig
 import TOMLKit
 
@@ -72,11 +73,11 @@ public struct ClientConfig: Sendable, Hashable {
     /// `required` (a path given on the command line).
     public static func load(path: String, required: Bool) throws(ClientConfigError) -> ClientConfig {
         let text: String
-        switch readFile(path) {
+        switch readTextFile(path) {
         case .success(let contents): text = contents
         case .failure(let error) where error.code == ENOENT && !required: return ClientConfig()
         case .failure(let error):
-            throw ClientConfigError(file: path, "cannot read it: \(error)")
+            throw ClientConfigError(file: path, "cannot read it: \(error.reason)")
         }
         return try parse(text, path: path)
     }
@@ -134,14 +135,6 @@ public struct ClientConfig: Sendable, Hashable {
         }
         return config
     }
-
-    /// Whether `name` (a proxy's instance label) is one of `names`: the whole label or what follows its numbers.
-    static func matches(_ label: String, _ names: [String]) -> Bool {
-        let afterNumbers = label.split(separator: " ", maxSplits: 1).dropFirst().first.map(String.init)
-        return names.contains { name in
-            name.lowercased() == label.lowercased() || afterNumbers.map { name.lowercased() == $0.lowercased() } == true
-        }
-    }
 }
 
 /// A config problem: the file and line where known, the key, and what is allowed.
@@ -161,33 +154,6 @@ public struct ClientConfigError: Error, Hashable, Sendable, CustomStringConverti
     public var description: String {
         (line.map { "\(file):\($0): " } ?? "\(file): ") + (key.map { "\($0): " } ?? "") + message
     }
-}
-
-/// The errno of a failed file operation.
-struct FileError: Error, Equatable, CustomStringConvertible {
-    var code: Int32
-
-    var description: String { String(cString: strerror(code)) }
-}
-
-/// A whole small file, or the errno that stopped it.
-func readFile(_ path: String) -> Result<String, FileError> {
-    let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-    guard descriptor >= 0 else { return .failure(FileError(code: errno)) }
-    defer { close(descriptor) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-    while true {
-        let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-        if count < 0 {
-            if errno == EINTR { continue }
-            return .failure(FileError(code: errno))
-        }
-        if count == 0 { break }
-        bytes += buffer[0..<count]
-        if bytes.count > 1 << 20 { return .failure(FileError(code: EFBIG)) }
-    }
-    return .success(String(decoding: bytes, as: UTF8.self))
 }
 
 /// Writes `text` to `path` whole or not at all: a temporary file beside it, flushed, then renamed over it.

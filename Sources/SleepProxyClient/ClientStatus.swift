@@ -59,10 +59,15 @@ public struct ClientStatusReport: Codable, Sendable, Hashable {
     public var stateDirectory: String
     public var interfaces: [Interface]
 
-    public func json() -> String {
+    public func json() -> String { Self.encoded(self) }
+
+    /// What `status --json` prints when it fails: `{"error": "..."}`.
+    public static func errorJSON(_ message: String) -> String { encoded(["error": message]) }
+
+    private static func encoded(_ value: some Encodable) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        guard let data = try? encoder.encode(self) else { return "{}" }
+        guard let data = try? encoder.encode(value) else { return "{}" }
         return String(decoding: data, as: UTF8.self)
     }
 
@@ -138,7 +143,7 @@ extension SleepClient {
                         name: proxy.label, metric: proxy.metric, features: proxy.features,
                         address: target.map { "\($0.address)" }, port: target.map { Int($0.port) },
                         choice: chosen.firstIndex(of: proxy).map { $0 + 1 },
-                        excluded: ClientConfig.matches(proxy.label, config.exclude))
+                        excluded: config.exclude.contains(where: proxy.isNamed))
                 }
                 let records = survey.host.records.map { record in
                     ClientStatusReport.Record(

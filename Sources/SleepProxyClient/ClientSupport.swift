@@ -70,7 +70,7 @@ public struct ClientInterface: Sendable, Hashable {
         }
         let wired = all.filter { interface in
             let base = "/sys/class/net/\(interface.name)"
-            return interface.isUp && readFile(base + "/type").map { $0.hasPrefix("1\n") } == .success(true)
+            return interface.isUp && readTextFile(base + "/type").map { $0.hasPrefix("1\n") } == .success(true)
                 && access(base + "/device", F_OK) == 0 && access(base + "/wireless", F_OK) != 0
                 && access(base + "/phy80211", F_OK) != 0
         }

@@ -165,11 +165,7 @@ struct LinkSurvey {
     /// which some responders never publish, may be open.
     func settled(choosing chosen: [DiscoveredProxy]) -> Bool {
         guard !proxies.proxies.isEmpty else { return false }
-        let open = host.questions.filter { question in
-            !(question.type == .ptr && question.name.wire.count > 1
-                && (question.name.description.hasSuffix("in-addr.arpa.")
-                    || question.name.description.hasSuffix("ip6.arpa.")))
-        }
+        let open = host.questions.filter { !($0.type == .ptr && $0.name.isReverseMapping) }
         return open.isEmpty && proxies.questions(about: chosen).isEmpty
     }
 }

@@ -159,20 +159,9 @@ public struct SleepClient: Sendable {
         }
     }
 
-    /// The proxies to try, in order: the preferred ones seen (in the config's order), then the best of the others
-    /// as a Mac ranks them; excluded ones never; three at most.
+    /// The proxies to try, in order, with the config's preferences and exclusions.
     func candidates(_ seen: [DiscoveredProxy]) -> [DiscoveredProxy] {
-        let allowed = seen.filter { !ClientConfig.matches($0.label, config.exclude) }
-        var preferred: [DiscoveredProxy] = []
-        for name in config.prefer {
-            if let proxy = allowed.first(where: { ClientConfig.matches($0.label, [name]) }),
-                !preferred.contains(proxy)
-            {
-                preferred.append(proxy)
-            }
-        }
-        let others = ProxyRanking.choose(allowed.filter { !preferred.contains($0) })
-        return Array((preferred + others).prefix(ProxyRanking.kept))
+        ProxyRanking.choose(seen, prefer: config.prefer, exclude: config.exclude)
     }
 
     /// Sends the datagrams to the proxies as the session says until it ends.
@@ -301,10 +290,7 @@ public struct SleepClient: Sendable {
                 continue
             }
             do {
-                let records = try saved.records().filter { record in
-                    let address = ReverseMapping.address(of: record.name) ?? record.addressValue
-                    return address.map(interface.addresses.contains) ?? true
-                }
+                let records = WakeAnnouncement.records(try saved.records(), addresses: interface.addresses)
                 let owner = OwnerOption(sequence: sequence.value, primaryMAC: interface.mac)
                 let messages = try WakeAnnouncement.messages(records: records, owner: owner)
                 let querier = try LinkQuerier(interface)
@@ -343,7 +329,7 @@ public struct SleepClient: Sendable {
     /// sent before is dropped without an error) and it has an address.
     private func waitForLink(_ name: String, until deadline: ContinuousClock.Instant) -> ClientInterface? {
         while true {
-            let carrier = readFile("/sys/class/net/\(name)/carrier").map { $0.hasPrefix("1") } == .success(true)
+            let carrier = readTextFile("/sys/class/net/\(name)/carrier").map { $0.hasPrefix("1") } == .success(true)
             if carrier, let interface = try? ClientInterface.select([name]), !interface[0].addresses.isEmpty {
                 return interface[0]
             }
@@ -353,24 +339,9 @@ public struct SleepClient: Sendable {
     }
 }
 
-extension DiscoveredProxy {
-    /// The instance's first label, `20-30-50-73.1 homeserver`.
-    var label: String { instance.label(at: 0).map { String(decoding: $0, as: UTF8.self) } ?? "" }
-}
-
 extension SavedRegistration {
     /// The proxy's instance label, `20-30-50-73.1 homeserver`.
     var proxyLabel: String {
         (try? DNSName(proxyName)).map { DiscoveredProxy(instance: $0).label } ?? proxyName
-    }
-}
-
-extension DNSRecord {
-    var addressValue: IPAddress? {
-        switch rdata {
-        case .a(let address): .v4(address)
-        case .aaaa(let address): .v6(address)
-        default: nil
-        }
     }
 }

@@ -1,3 +1,4 @@
+import NetworkIO
 import SleepProxyClientCore
 
 #if canImport(Glibc)
@@ -21,7 +22,7 @@ struct StateDirectory {
     /// The sequence number; a first run starts from a random one and saves it, so that a reinstalled host does
     /// not repeat the epoch a proxy may still hold.
     func sequence() throws(ClientError) -> SequenceNumber {
-        switch readFile(sequencePath) {
+        switch readTextFile(sequencePath) {
         case .success(let text):
             do {
                 return try SequenceNumber(fileText: text)
@@ -33,14 +34,14 @@ struct StateDirectory {
             try save(first)
             return first
         case .failure(let error):
-            throw ClientError(.state, "cannot read \(sequencePath): \(error.description)")
+            throw ClientError(.state, "cannot read \(sequencePath): \(error.reason)")
         }
     }
 
     /// The sequence number if it is kept and readable, without creating it: for `status`, which changes nothing
     /// (and may run as a user who cannot read the unit's state directory).
     func keptSequence() -> SequenceNumber? {
-        guard case .success(let text) = readFile(sequencePath) else { return nil }
+        guard case .success(let text) = readTextFile(sequencePath) else { return nil }
         return try? SequenceNumber(fileText: text)
     }
 
@@ -56,7 +57,7 @@ struct StateDirectory {
     /// The last registration on `interface`, if one is kept.
     func registration(on interface: String) throws(ClientError) -> SavedRegistration? {
         let file = registrationPath(interface)
-        switch readFile(file) {
+        switch readTextFile(file) {
         case .success(let text):
             do {
                 return try SavedRegistration(fileText: text)
@@ -65,7 +66,7 @@ struct StateDirectory {
             }
         case .failure(let error) where error.code == ENOENT: return nil
         case .failure(let error):
-            throw ClientError(.state, "cannot read \(file): \(error.description)")
+            throw ClientError(.state, "cannot read \(file): \(error.reason)")
         }
     }
 

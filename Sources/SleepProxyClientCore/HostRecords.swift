@@ -188,6 +188,13 @@ extension IPAddress {
     var isIPv4: Bool { bytes.count == 4 }
 }
 
+extension DNSName {
+    /// Whether the name is under `in-addr.arpa.` or `ip6.arpa.`.
+    public var isReverseMapping: Bool {
+        hasSuffix("in-addr.arpa.") || hasSuffix("ip6.arpa.")
+    }
+}
+
 extension DNSRecord {
     /// Same name (any case), type, class and RDATA: the same record, whatever its TTL and cache-flush bit.
     func sameData(as other: DNSRecord) -> Bool {
@@ -201,7 +208,7 @@ extension DNSRecord {
     }
 
     /// The address of an A or AAAA record.
-    var address: IPAddress? {
+    public var address: IPAddress? {
         switch rdata {
         case .a(let address): .v4(address)
         case .aaaa(let address): .v6(address)

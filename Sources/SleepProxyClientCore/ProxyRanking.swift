@@ -15,6 +15,17 @@ public struct DiscoveredProxy: Hashable, Sendable {
         self.instance = instance
         (metric, features) = ProxyRanking.numbers(of: instance)
     }
+
+    /// The instance's first label, `20-30-50-73.1 homeserver`.
+    public var label: String { instance.label(at: 0).map { String(decoding: $0, as: UTF8.self) } ?? "" }
+
+    /// Whether an administrator's `name` means this proxy: its whole label (`20-30-50-73.1 homeserver`) or the
+    /// part after its numbers (`homeserver`), in any case.
+    public func isNamed(_ name: String) -> Bool {
+        let wanted = name.lowercased()
+        let label = label.lowercased()
+        return wanted == label || label.split(separator: " ", maxSplits: 1).dropFirst().first.map(String.init) == wanted
+    }
 }
 
 /// How a Mac chooses among the proxies it has seen (mDNS.c `FindSPSInCache1`, `FindSPSInCache`,
@@ -70,5 +81,19 @@ public enum ProxyRanking {
             if a.features == 0, b.features != 0, b.metric >= a.metric { chosen.swapAt(first, second) }
         }
         return chosen
+    }
+
+    /// The proxies to try with an administrator's choices: those named in `prefer` first, in that order, then the
+    /// best of the others as ``choose(_:excluding:)`` ranks them; none named in `exclude`; three at most.
+    public static func choose(_ seen: [DiscoveredProxy], prefer: [String], exclude: [String]) -> [DiscoveredProxy] {
+        let allowed = seen.filter { proxy in !exclude.contains(where: proxy.isNamed) }
+        var preferred: [DiscoveredProxy] = []
+        for name in prefer {
+            if let proxy = allowed.first(where: { $0.isNamed(name) }), !preferred.contains(proxy) {
+                preferred.append(proxy)
+            }
+        }
+        let others = choose(allowed.filter { !preferred.contains($0) })
+        return Array((preferred + others).prefix(kept))
     }
 }

@@ -1,4 +1,5 @@
 public import DNSWire
+public import NetworkAddresses
 
 /// What a host sends when it is back: its records announced on mDNS with the OWNER option carrying the new
 /// sequence number, as a Mac's announcements after a wake do (PROTOCOL.md section 2.11, item 1; the captured
@@ -9,6 +10,18 @@ public import DNSWire
 /// on the unique ones, and one OPT closing it: payload size 1440, TTL field 4500 as Apple writes it, the OWNER
 /// option alone. Records that do not fit in 1,440 bytes of DNS data go on in further messages, each with the OPT.
 public enum WakeAnnouncement {
+    /// Of the records registered before the sleep, those still true of the interface's `addresses` now: an
+    /// address record or reverse mapping of an address the host no longer has (a new DHCP lease, say) is not
+    /// announced again.
+    public static func records(_ registered: [DNSRecord], addresses: [IPAddress]) -> [DNSRecord] {
+        let reverseNames = addresses.map(HostRecords.reverseName(of:))
+        return registered.filter { record in
+            if let address = record.address { return addresses.contains(address) }
+            guard record.type == .ptr, record.name.isReverseMapping else { return true }
+            return reverseNames.contains { $0.caseInsensitiveEquals(record.name) }
+        }
+    }
+
     public static func messages(records: [DNSRecord], owner: OwnerOption) throws(SleepRegistrationError) -> [[UInt8]] {
         let opt = DNSRecord.opt(
             EDNSHeader(udpPayloadSize: UInt16(SleepRegistration.normalMessageData), flags: 0x1194),

@@ -1,3 +1,5 @@
+import NetworkIO
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -36,7 +38,7 @@ public enum Privileges {
 
     /// The process's effective capability set, from `/proc/self/status` (`CapEff`); nil if it cannot be read.
     public static func effective() -> UInt64? {
-        guard case .success(let text) = ConfigFile.readText("/proc/self/status") else { return nil }
+        guard case .success(let text) = readTextFile("/proc/self/status") else { return nil }
         return parseEffective(text)
     }
 

@@ -130,30 +130,10 @@ extension SleepProxyClientCommand {
             case .success(let report):
                 print(json ? report.json() : report.text, terminator: json ? "\n" : "")
             case .failure(let error):
-                if json { print("{\"error\": \(jsonString(error.description))}") }
+                if json { print(ClientStatusReport.errorJSON(error.description)) }
                 ClientLog.error(error.description)
                 throw ExitCode(error.kind.status)
             }
         }
     }
-}
-
-/// `text` as a JSON string.
-func jsonString(_ text: String) -> String {
-    var out = "\""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        default:
-            if scalar.value < 0x20 {
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-    }
-    return out + "\""
 }

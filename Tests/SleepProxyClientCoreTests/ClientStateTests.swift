@@ -79,4 +79,24 @@ import Testing
         #expect(decoded.flatMap(\.answers) == records)
         #expect(decoded.allSatisfy { $0.optRecords.first?.optData?.owner == owner })
     }
+
+    /// After the wake the host may have other addresses: only what is still true is announced.
+    @Test func recordsOfAddressesGoneAreNotAnnouncedAgain() throws {
+        let host: DNSName = "sleeper.local."
+        let kept = IPv4Address(10, 77, 0, 2)
+        let gone = IPv6Address("fd77::2")!
+        let registered = [
+            DNSRecord(
+                name: "sleeper SSH._ssh._tcp.local.", ttl: 120, cacheFlush: true,
+                rdata: .srv(SRVData(port: 22, target: host))),
+            DNSRecord(name: HostRecords.reverseName(of: .v4(kept)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
+            DNSRecord(
+                name: HostRecords.reverseName(of: .v6(gone)).lowercased(), ttl: 120, cacheFlush: true, rdata: .ptr(host)
+            ),
+            DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .a(kept)),
+            DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .aaaa(gone)),
+        ]
+        let announced = WakeAnnouncement.records(registered, addresses: [.v4(kept), .v6(IPv6Address("fe80::2")!)])
+        #expect(announced == [registered[0], registered[1], registered[3]])
+    }
 }

@@ -63,4 +63,21 @@ import Testing
         #expect(Self.names(ProxyRanking.choose(seen, excluding: own.instance)) == ["70-35-60-63.1 Apple TV"])
         #expect(ProxyRanking.choose([Self.proxy("80-99-99-99 Mac")]).isEmpty)
     }
+
+    /// An administrator's choices: preferred proxies first, in the config's order, named by their whole label or
+    /// the part after the numbers in any case; excluded ones never, however good; three at most.
+    @Test func preferredProxiesGoFirstAndExcludedOnesNever() {
+        let seen = ["20-30-50-73.1 homeserver", "70-35-60-63.1 Apple TV", "10-10-10-10 Kitchen", "30-30-50-73 nas"]
+            .map(Self.proxy)
+        #expect(
+            Self.names(ProxyRanking.choose(seen, prefer: ["NAS", "missing"], exclude: ["10-10-10-10 kitchen"])) == [
+                "30-30-50-73 nas", "20-30-50-73.1 homeserver", "70-35-60-63.1 Apple TV",
+            ])
+        #expect(
+            Self.names(ProxyRanking.choose(seen, prefer: [], exclude: ["homeserver", "apple tv"])) == [
+                "10-10-10-10 Kitchen", "30-30-50-73 nas",
+            ])
+        #expect(Self.names(ProxyRanking.choose(seen, prefer: [], exclude: [])) == Self.names(ProxyRanking.choose(seen)))
+        #expect(!Self.proxy("20-30-50-73.1 homeserver").isNamed("home"))
+    }
 }

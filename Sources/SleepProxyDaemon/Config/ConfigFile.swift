@@ -37,7 +37,7 @@ public enum ConfigFile {
     /// Reads `path` onto `settings`. A missing file leaves the settings as they are and returns false.
     public static func load(path: String, onto settings: inout Settings) throws(ConfigError) -> Bool {
         let text: String
-        switch readText(path) {
+        switch readTextFile(path) {
         case .success(let contents): text = contents
         case .failure(let error) where error.code == ENOENT: return false
         case .failure(let error): throw ConfigError(file: path, "cannot read the config file: \(error)")
@@ -139,27 +139,5 @@ public enum ConfigFile {
                 }
             }
         }
-    }
-
-    /// Reads a whole file, or the errno that stopped it.
-    static func readText(_ path: String) -> Result<String, SystemCallError> {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return .failure(SystemCallError("open \(path)")) }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                return .failure(SystemCallError("read \(path)"))
-            }
-            if count == 0 { break }
-            bytes += buffer[0..<count]
-            if bytes.count > 1 << 20 {
-                return .failure(SystemCallError("read \(path)", code: EFBIG))
-            }
-        }
-        return .success(String(decoding: bytes, as: UTF8.self))
     }
 }

@@ -1,5 +1,6 @@
 public import Logging
 import NetworkAddresses
+import NetworkIO
 import SleepProxyControl
 public import SleepProxyCore
 
@@ -172,7 +173,7 @@ public struct SettingsContext: Sendable {
 
     /// The interface of the first IPv4 default route in `/proc/net/route` (destination and mask 0).
     static func defaultRouteInterface() -> String? {
-        guard case .success(let text) = ConfigFile.readText("/proc/net/route") else { return nil }
+        guard case .success(let text) = readTextFile("/proc/net/route") else { return nil }
         for line in text.split(separator: "\n").dropFirst() {
             let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
             if fields.count > 7, fields[1] == "00000000", fields[7] == "00000000" { return String(fields[0]) }

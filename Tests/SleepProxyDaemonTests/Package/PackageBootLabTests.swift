@@ -351,24 +351,20 @@ enum BootTestPackage {
     }
 
     /// The package under test: `SLEEPPROXY_DEB`, else the newest `dist/sleepproxyd_<release>-*.deb`.
-    static let path: String? = {
-        if let named = ProcessInfo.processInfo.environment["SLEEPPROXY_DEB"], !named.isEmpty { return named }
-        let directory = repository + "/dist"
-        let candidates = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
-            .filter { $0.hasPrefix("sleepproxyd_\(SleepProxyVersion.release)-") && $0.hasSuffix(".deb") }
-            .map { directory + "/" + $0 }
-        return candidates.max { modified($0) < modified($1) }
-    }()
+    static let path = newest("sleepproxyd", named: "SLEEPPROXY_DEB")
 
     /// The client's package: `SLEEPPROXY_CLIENT_DEB`, else the newest `dist/sleepproxy-client_<release>-*.deb`.
-    static let clientPath: String? = {
-        if let named = ProcessInfo.processInfo.environment["SLEEPPROXY_CLIENT_DEB"], !named.isEmpty { return named }
+    static let clientPath = newest("sleepproxy-client", named: "SLEEPPROXY_CLIENT_DEB")
+
+    /// The package in the environment variable `variable`, else the newest `dist/<package>_<release>-*.deb`.
+    private static func newest(_ package: String, named variable: String) -> String? {
+        if let named = ProcessInfo.processInfo.environment[variable], !named.isEmpty { return named }
         let directory = repository + "/dist"
         let candidates = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
-            .filter { $0.hasPrefix("sleepproxy-client_\(SleepProxyVersion.release)-") && $0.hasSuffix(".deb") }
+            .filter { $0.hasPrefix("\(package)_\(SleepProxyVersion.release)-") && $0.hasSuffix(".deb") }
             .map { directory + "/" + $0 }
         return candidates.max { modified($0) < modified($1) }
-    }()
+    }
 
     static let clientMissing =
         "no sleepproxy-client_\(SleepProxyVersion.release)-*.deb in dist/: `make deb` builds it (`make test` does, as root), or SLEEPPROXY_CLIENT_DEB names one"
