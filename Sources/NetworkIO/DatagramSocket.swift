@@ -370,18 +370,6 @@ public final class DatagramSocket: Sendable {
         }
     }
 
-    /// Replies to `datagram` with `bytes`: from the address and port it was sent to, to its source, on the
-    /// interface it arrived on. Only for datagrams sent to a unicast address (on a registration socket).
-    public func reply(_ bytes: [UInt8], to datagram: ReceivedDatagram) throws {
-        try send(
-            bytes,
-            to: datagram.source,
-            scopeID: datagram.sourceScopeID,
-            from: datagram.destination,
-            interfaceIndex: datagram.interfaceIndex
-        )
-    }
-
     /// Makes the kernel drop everything that arrives at this socket before it is queued (a socket filter that
     /// accepts nothing), for a socket that only sends: nothing need read it, and a flood of multicast costs it no
     /// buffer and no wake-up. The kernel counts such datagrams as the socket's drops. Sending is unaffected.

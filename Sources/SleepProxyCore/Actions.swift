@@ -35,8 +35,20 @@ public struct RegistrationReply: Hashable, Sendable {
     }
 }
 
-/// What the core asks its shell to do. Actions come in the order they must be carried out: a reply always comes
-/// after the store changes it depends on, and the shell must commit those before it sends the reply.
+/// What the core asks its shell to do, as a list per input. The shell (`ActionPerformer`) carries a list out in
+/// three passes, and the core relies on nothing more:
+///
+/// 1. Every action that is neither a store change nor a reply (log lines, mDNS, frames, the capture's address
+///    list, multicast groups, neighbour entries), in list order, at once: the network follows the core, which
+///    has already changed, and a wake never waits for the disk. Of several address lists for one interface, only
+///    the last is applied (each is complete).
+/// 2. All the store changes of the list, in list order, committed in one transaction.
+/// 3. Only if that commit succeeded (or there was nothing to commit): the notices of the stored events, then the
+///    replies, in list order. A reply therefore never goes out for a registration the store does not hold; the
+///    client retransmits.
+///
+/// So the position of a store change or a reply relative to the other actions does not matter; their order
+/// among themselves does.
 public enum Action: Hashable, Sendable {
     /// Make the lease store mirror a change.
     case store(StoreChange)

@@ -120,7 +120,7 @@ struct Advertisement: Sendable {
 extension SleepProxyCore {
     /// Starts advertising the proxy on `interface`: three probes 250 ms apart, then two announcements a second
     /// apart (RFC 6762 section 8), then answering queries for it.
-    public mutating func startAdvertising(
+    mutating func advertise(
         on interface: InterfaceName, configuration: AdvertisementConfiguration, port: UInt16, now: UnixTime
     ) -> [Action] {
         guard let link = links[interface] else { return [.log(.error, "advertise: \(interface) is not served")] }
@@ -133,7 +133,7 @@ extension SleepProxyCore {
 
     /// Stops advertising on `interface`, or everywhere, saying goodbye (TTL 0) for every record that was
     /// announced.
-    public mutating func stopAdvertising(on only: InterfaceName? = nil, now: UnixTime) -> [Action] {
+    mutating func withdrawAdvertisement(on only: InterfaceName?, now: UnixTime) -> [Action] {
         var actions: [Action] = []
         for (interface, advertisement) in advertisements.sorted(by: { $0.key < $1.key })
         where only.map({ $0 == interface }) ?? true {

@@ -9,7 +9,7 @@ extension SleepProxyCore {
 
     /// Handles one mDNS packet seen on an interface: releases hosts that show themselves awake, checks conflicts,
     /// then answers queries for held records.
-    public mutating func handleMDNS(_ packet: MDNSPacket, now: UnixTime) -> [Action] {
+    mutating func receiveMDNS(_ packet: MDNSPacket, now: UnixTime) -> [Action] {
         var actions = expire(now: now)
         guard let link = links[packet.interface] else { return actions }
         let message: DNSMessage
@@ -44,16 +44,16 @@ extension SleepProxyCore {
 
     /// Whether a query from `source`, sent by `mac`, is within its rate: each source address has
     /// `CoreConfiguration.queryRate`, and each sending MAC `queryRatePerMAC` for all its addresses together, so
-    /// that a host inventing source addresses still has one allowance. Entries whose allowance is full again are
-    /// forgotten when a table grows, so it stays as small as the set of busy queriers.
+    /// that a host inventing source addresses still has one allowance.
     mutating func admitQuery(from source: IPAddress, mac: MACAddress?, now: UnixTime) -> Bool {
-        let kept = Self.registrationSourcesKept
-        guard
-            TokenBucket.take(source, in: &queryBuckets, rate: configuration.queryRate, now: now, kept: kept).allowed
-        else { return false }
-        guard let mac else { return true }
-        return TokenBucket.take(mac, in: &queryMACBuckets, rate: configuration.queryRatePerMAC, now: now, kept: kept)
-            .allowed
+        allowances.admitQuery(
+            from: source, mac: mac, rate: configuration.queryRate, perMAC: configuration.queryRatePerMAC, now: now)
+    }
+
+    /// A warning that `limit` was hit, at most once a minute per limit.
+    mutating func noteLimit(_ limit: String, _ text: @autoclosure () -> String, now: UnixTime) -> [Action] {
+        guard allowances.noteLimit(limit, now: now) else { return [] }
+        return [.log(.warning, "limit \(limit) reached: \(text()) (logged at most once a minute)")]
     }
 
     /// The MAC that sent `packet`, unless it is this host's own on that interface: programs here (an
@@ -74,6 +74,7 @@ extension SleepProxyCore {
             pruneKnownAnswers(knownAnswers, from: packet.source, interface: packet.interface)
             return []
         }
+        validateAnswerCache(now: now)
         var unicast: [DNSRecord] = []
         var multicast: [DNSRecord] = []
         let directUnicast = !isMulticast(packet.destination)
@@ -120,13 +121,15 @@ extension SleepProxyCore {
         // query's ID. They hold nothing but the question, the cached records and their additional records.
         let reusable: AnswerCacheKey? =
             if packet.isLegacyUnicast, knownAnswers.isEmpty, let single, !unicast.isEmpty,
-                answerCache[single]?.records.count == unicast.count
+                schedule.answerCache[single]?.records.count == unicast.count
             {
                 single
             } else {
                 nil
             }
-        if let reusable, let cached = answerCache[reusable]?.legacyReply, cached.question == message.questions[0] {
+        if let reusable, let cached = schedule.answerCache[reusable]?.legacyReply,
+            cached.question == message.questions[0]
+        {
             var bytes = cached.bytes
             bytes[0] = UInt8(message.id >> 8)
             bytes[1] = UInt8(truncatingIfNeeded: message.id)
@@ -135,7 +138,7 @@ extension SleepProxyCore {
         }
         if !unicast.isEmpty {
             let additionals: [DNSRecord]
-            if let single, let cached = answerCache[single], cached.records.count == unicast.count {
+            if let single, let cached = schedule.answerCache[single], cached.records.count == unicast.count {
                 // Every record of the one question goes by unicast: its additional records, cached too.
                 additionals = cachedAdditionals(single, for: cached, now: now).filter { record in
                     knownAnswers.isEmpty || !knownAnswers.contains { Self.suppresses($0, record) }
@@ -164,14 +167,14 @@ extension SleepProxyCore {
             }
             let messages = Self.encode(reply, truncateIfTooLarge: packet.isLegacyUnicast)
             if let reusable, messages.count == 1 {
-                answerCache[reusable]?.legacyReply = (message.questions[0], messages[0])
+                schedule.answerCache[reusable]?.legacyReply = (message.questions[0], messages[0])
             }
             for bytes in messages {
                 actions.append(.sendMDNS(unicastReply(bytes, to: packet)))
             }
         }
-        if !multicast.isEmpty, pendingResponses.count >= configuration.maximumPendingResponses {
-            let waiting = pendingResponses.count
+        if !multicast.isEmpty, schedule.pendingCount >= configuration.maximumPendingResponses {
+            let waiting = schedule.pendingCount
             actions += noteLimit(
                 "maximum_pending_responses",
                 "\(waiting) multicast responses are waiting; dropping the answer to \(packet.source)", now: now)
@@ -188,7 +191,7 @@ extension SleepProxyCore {
             } else {
                 delay = .zero
             }
-            pendingResponses.append(
+            schedule.schedule(
                 PendingResponse(
                     due: now + delay, interface: packet.interface,
                     group: group,
@@ -209,34 +212,39 @@ extension SleepProxyCore {
     }
 
     /// The answer to a question (held records, or the NSEC saying a unique name lacks the type), from the cache
-    /// when nothing held has changed since it was computed. Answers change only when held state changes (which
-    /// empties the cache: see `answerCache`) or when a record probe ends, which makes a silent record answer
-    /// again at the next tick: a cached answer is never one that the proxy should no longer give.
+    /// when nothing it depends on has changed since it was computed: the cache holds answers of one generation of
+    /// the held hosts (`HeldHosts.generation`, which moves with every change to held records, wakes and record
+    /// probes, and when a probe ends) and of one advertisement. A cached answer is never one that the proxy should
+    /// no longer give; a captured frame that changes none of these leaves it.
     mutating func cachedAnswer(_ key: AnswerCacheKey, _ name: DNSName, now: UnixTime) -> CachedAnswer {
-        if let cached = answerCache[key] { return cached }
+        if let cached = schedule.answerCache[key] { return cached }
         var records = lookup(name, type: key.type, interface: key.interface, now: now)
         if records.isEmpty, let nsec = negativeAnswer(name, type: key.type, interface: key.interface, now: now) {
             records = [nsec]
         }
         let entry = CachedAnswer(records: records)
-        // Bounded: a querier asking random names fills it; it starts over rather than grow.
-        if answerCache.count >= Self.answerCacheLimit { answerCache.removeAll() }
-        answerCache[key] = entry
+        schedule.cache(entry, for: key)
         return entry
+    }
+
+    /// Empties the answer cache if anything it depends on changed by `now`.
+    mutating func validateAnswerCache(now: UnixTime) {
+        hosts.noteProbeEnds(by: now)
+        schedule.keepAnswers(ofGeneration: hosts.generation)
     }
 
     /// The additional records for all of a cached answer's records, computed once.
     mutating func cachedAdditionals(_ key: AnswerCacheKey, for cached: CachedAnswer, now: UnixTime) -> [DNSRecord] {
         if let additionals = cached.additionals { return additionals }
         let additionals = additionalRecords(for: cached.records, interface: key.interface, now: now)
-        answerCache[key]?.additionals = additionals
+        schedule.answerCache[key]?.additionals = additionals
         return additionals
     }
 
     /// Held records on `interface` whose name matches (ignoring case) and whose type matches (or ANY).
     func lookup(_ name: DNSName, type: DNSType, interface: InterfaceName, now: UnixTime) -> [DNSRecord] {
         var found = advertisementLookup(name, type: type, interface: interface)
-        for key in holders(of: name, on: interface) {
+        for key in hosts.holders(of: name, on: interface) {
             guard let host = hosts[key] else { continue }
             for held in host.owner.records
             where (type == .any || held.record.type == type) && held.record.name.caseInsensitiveEquals(name)
@@ -267,7 +275,7 @@ extension SleepProxyCore {
             answered = true
             guard note(record) else { return nil }
         }
-        for key in holders(of: name, on: interface) {
+        for key in hosts.holders(of: name, on: interface) {
             guard let host = hosts[key] else { continue }
             for held in host.owner.records where held.record.name.caseInsensitiveEquals(name) {
                 if !answered, host.answers(held.record, at: now) { answered = true }
@@ -334,17 +342,16 @@ extension SleepProxyCore {
     }
 
     mutating func pruneKnownAnswers(_ known: [DNSRecord], from querier: Endpoint, interface: InterfaceName) {
-        pendingResponses.update(
-            { response in
-                guard response.querier == querier, response.interface == interface else { return }
-                response.answers.removeAll { record in known.contains { Self.suppresses($0, record) } }
-            }, dropping: { _ in false })
+        schedule.updatePending { response in
+            guard response.querier == querier, response.interface == interface else { return }
+            response.answers.removeAll { record in known.contains { Self.suppresses($0, record) } }
+        }
     }
 
     /// Never send from a held address: it is the sleeping host's, not ours (a query sent straight to it is
     /// answered from our own address).
     func isHeldAddress(_ address: IPAddress, on interface: InterfaceName) -> Bool {
-        heldAddresses[NeighbourKey(interface: interface, address: address)] != nil
+        hosts.holder(of: address, on: interface) != nil
     }
 
     func isMulticast(_ address: IPAddress) -> Bool {

@@ -4,7 +4,7 @@
 /// sees the wall clock step it moves everything the core holds by the same amount: what is left of each lease,
 /// each probe and each wake stays as it was, and the store gets the true wall-clock times.
 extension SleepProxyCore {
-    public mutating func clockStepped(by step: Duration) -> [Action] {
+    mutating func moveTimes(by step: Duration) -> [Action] {
         guard step != .zero else { return [] }
         func moved(_ time: UnixTime) -> UnixTime { time + step }
         var actions: [Action] = []
@@ -32,13 +32,13 @@ extension SleepProxyCore {
                 host.state = .waking(wake)
             }
             // Re-inserted so that the expiry index follows.
-            remove(key)
-            insert(host)
+            hosts.remove(key)
+            hosts.insert(host)
             actions.append(.store(.saveOwner(host.owner)))
             if host.wake != nil { actions.append(storedWakeChange(of: key)) }
         }
-        pendingResponses.update({ $0.due = moved($0.due) }, dropping: { _ in false })
-        lastMulticast = lastMulticast.mapValues(moved)
+        hosts.moveProbeEnds(by: step)
+        schedule.clockStepped(by: step)
         for (interface, advertisement) in advertisements {
             var copy = advertisement
             switch copy.state {
@@ -48,7 +48,7 @@ extension SleepProxyCore {
             }
             advertisements[interface] = copy
         }
-        refusalLog.windowStart = moved(refusalLog.windowStart)
+        allowances.clockStepped(by: step)
         refreshAllHostDeadlines()
         let seconds = step.components.seconds
         actions.append(

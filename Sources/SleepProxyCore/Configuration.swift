@@ -93,20 +93,6 @@ struct TokenBucket: Hashable, Sendable {
         copy.refill(rate, now: now)
         return copy.tokens >= rate.burst
     }
-
-    /// Takes a token from `key`'s bucket in `table` (a full bucket for a key not seen lately). Buckets full again
-    /// are forgotten once the table holds more than `kept`, so it stays as small as the set of busy senders;
-    /// returns whether the table was pruned, and whether a token was there.
-    static func take<Key: Hashable>(
-        _ key: Key, in table: inout [Key: TokenBucket], rate: Rate, now: UnixTime, kept: Int
-    ) -> (allowed: Bool, pruned: Bool) {
-        var bucket = table[key] ?? TokenBucket(rate: rate, now: now)
-        let allowed = bucket.take(rate, now: now)
-        table[key] = bucket
-        guard table.count > kept else { return (allowed, false) }
-        table = table.filter { !$0.value.isFull(rate, now: now) }
-        return (allowed, true)
-    }
 }
 
 /// What the core knows of an interface it serves: its addresses and their prefixes, to decide what is on-link.

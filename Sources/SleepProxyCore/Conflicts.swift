@@ -24,7 +24,7 @@ extension SleepProxyCore {
         var reannounced: [DNSRecord] = []
         var duplicates: [DNSRecord] = []
         for record in theirs where record.type != .opt {
-            for key in holders(of: record.name, on: packet.interface) {
+            for key in hosts.holders(of: record.name, on: packet.interface) {
                 guard let host = hosts[key] else { continue }
                 let sameType = host.owner.records.map(\.record).filter {
                     $0.type == record.type && $0.name.caseInsensitiveEquals(record.name)
@@ -55,17 +55,11 @@ extension SleepProxyCore {
         }
         // A record is announced again at most once a second (RFC 6762 section 6: no multicast of a record within
         // a second of the last), and a source saying goodbye over and over costs one log line a minute.
-        reannounced.removeAll { record in
-            reannouncedAt[RecordIdentity(record)].map { now - $0 < .seconds(1) } ?? false
+        if !reannounced.isEmpty {
+            reannounced = schedule.reannounce(reannounced, recordCount: hosts.recordCount, now: now)
         }
         if !reannounced.isEmpty {
-            for record in reannounced { reannouncedAt[RecordIdentity(record)] = now }
-            if reannouncedAt.count > 4 * max(recordCount, 1_024) {
-                reannouncedAt = reannouncedAt.filter { now - $0.value < .seconds(1) }
-            }
-            let key = "goodbyes from \(packet.source.address)"
-            if limitLog[key].map({ now - $0 >= .seconds(60) }) ?? true {
-                limitLog[key] = now
+            if allowances.noteGoodbyes(from: packet.source.address, now: now) {
                 actions.append(
                     .log(
                         .info,
@@ -101,7 +95,7 @@ extension SleepProxyCore {
             if probe.isProbing(at: now), probe.forgiven == 0 {
                 probe.forgiven += 1
                 probe.started = now + RecordProbe.conflictPause - RecordProbe.tick
-                hosts[key]?.probes[identity] = probe
+                hosts.update(key) { $0.probes[identity] = probe }
                 scheduleAnnouncements(of: [ours], on: link, probe: probe)
                 refreshHostDeadline()
                 return [.log(.notice, "\(key): \(what) while it was probed; pausing a second and probing again")]
@@ -117,7 +111,7 @@ extension SleepProxyCore {
         }
         // A settled record goes back to silent probing, then is announced four times.
         let probe = RecordProbe(started: now, announcements: 4, afterConflict: true)
-        hosts[key]?.probes[identity] = probe
+        hosts.update(key) { $0.probes[identity] = probe }
         scheduleAnnouncements(of: [ours], on: link, probe: probe)
         refreshHostDeadline()
         return [.log(.notice, "\(key): \(what); probing it again before re-announcing it")]
@@ -127,6 +121,6 @@ extension SleepProxyCore {
     mutating func settleProbes(of key: OwnerKey, now: UnixTime) {
         guard let probes = hosts[key]?.probes, !probes.isEmpty else { return }
         let remaining = probes.filter { now < $0.value.settledAt }
-        if remaining.count != probes.count { hosts[key]?.probes = remaining }
+        if remaining.count != probes.count { hosts.update(key) { $0.probes = remaining } }
     }
 }

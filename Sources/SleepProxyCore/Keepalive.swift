@@ -96,7 +96,7 @@ extension SleepProxyCore {
                 actions += [.store(.appendEvent(event)), .log(.warning, "\(key): \(event.detail)")]
             }
         }
-        hosts[key]?.keepalives = kept
+        hosts.updateService(key) { $0.keepalives = kept }
         refreshHostDeadline()
         return actions
     }
@@ -144,7 +144,7 @@ extension SleepProxyCore {
             }
             kept[connectionKey] = state
         }
-        hosts[key]?.keepalives = kept
+        hosts.updateService(key) { $0.keepalives = kept }
         return actions
     }
 
@@ -192,7 +192,7 @@ extension SleepProxyCore {
         state.lastHeard = now
         state.unanswered = 0
         state.reportedSilent = false
-        defer { hosts[key]?.keepalives[connectionKey] = state }
+        defer { hosts.updateService(key) { $0.keepalives[connectionKey] = state } }
         let peer = connection.remote
         let flags = tcp.flags
         if flags.contains(.rst) || flags.contains(.fin) {

@@ -4,7 +4,7 @@ extension SleepProxyCore {
     /// Stops serving `interface` (the administrator removed it from the configuration). Its hosts are woken with
     /// one round of magic packets now, so that they find another proxy, and dropped with goodbyes for their
     /// records; the advertisement there is withdrawn. What remains for the shell is to close that interface.
-    public mutating func removeLink(_ interface: InterfaceName, now: UnixTime, reason: String) -> [Action] {
+    mutating func unserve(_ interface: InterfaceName, now: UnixTime, reason: String) -> [Action] {
         var actions: [Action] = stopAdvertising(on: interface, now: now)
         guard let link = links[interface] else { return actions }
         for key in hosts.keys.sorted() where key.interface == interface {
@@ -16,7 +16,7 @@ extension SleepProxyCore {
             actions += drop(key, reason: .unserved("\(interface) is no longer served: \(reason)"), now: now)
         }
         links[interface] = nil
-        pendingResponses.removeAll { $0.interface == interface }
+        schedule.updatePending({ _ in }, dropping: { $0.interface == interface })
         refreshAllHostDeadlines()
         return actions
     }

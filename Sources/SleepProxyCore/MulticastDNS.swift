@@ -63,8 +63,6 @@ public enum MulticastDNS {
     public static let legacyUnicastTTL: UInt32 = 10
     /// A record is multicast at most once a second on an interface (RFC 6762 section 6).
     public static let multicastInterval: Duration = .seconds(1)
-    /// The largest mDNS message we build (RFC 6762 section 17: 9000 bytes including IP and UDP headers).
-    public static let maximumMessage = 8_900
     /// An OWNER option on a packet of a held host releases it when the sequence differs or its records are older
     /// than this (mDNS.c `ClearProxyRecords`).
     public static let ownerReleaseAge: Duration = .seconds(60)

@@ -1,143 +1,6 @@
 import DNSWire
 import NetworkAddresses
 
-/// A multicast response or announcement waiting for its time.
-struct PendingResponse: Sendable {
-    var due: UnixTime
-    var interface: InterfaceName
-    var group: Endpoint
-    var answers: [DNSRecord]
-    /// The querier whose truncated query (TC) may still be followed by more known answers.
-    var querier: Endpoint?
-    /// Announcements go out even if the records were multicast a moment ago (the second one is ~1 s later).
-    var isAnnouncement: Bool
-    /// Set by `PendingResponses`: responses due at the same moment go out in the order they were scheduled.
-    var order: UInt64 = 0
-}
-
-/// The responses waiting for their time, earliest first: a binary min-heap on (due, order of scheduling), so
-/// that finding and taking the due ones costs O(log n) each, not a pass over every waiting response (thousands
-/// while hosts register in bulk, each with its announcements).
-struct PendingResponses: Sendable {
-    private var heap: [PendingResponse] = []
-    private var scheduled: UInt64 = 0
-
-    var count: Int { heap.count }
-    var isEmpty: Bool { heap.isEmpty }
-    /// When the earliest response is due.
-    var earliestDue: UnixTime? { heap.first?.due }
-
-    mutating func append(_ response: PendingResponse) {
-        var response = response
-        scheduled += 1
-        response.order = scheduled
-        heap.append(response)
-        siftUp(heap.count - 1)
-    }
-
-    /// Takes out the responses due by `now`, earliest first.
-    mutating func removeDue(by now: UnixTime) -> [PendingResponse] {
-        var due: [PendingResponse] = []
-        while let first = heap.first, first.due <= now {
-            due.append(first)
-            heap.swapAt(0, heap.count - 1)
-            heap.removeLast()
-            siftDown(0)
-        }
-        return due
-    }
-
-    /// Changes every waiting response (its time included), then drops those `isGone` says went.
-    mutating func update(_ change: (inout PendingResponse) -> Void, dropping isGone: (PendingResponse) -> Bool) {
-        for index in heap.indices { change(&heap[index]) }
-        heap.removeAll(where: isGone)
-        for index in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(index) }
-    }
-
-    mutating func removeAll(where isGone: (PendingResponse) -> Bool) {
-        update({ _ in }, dropping: isGone)
-    }
-
-    private static func precedes(_ a: PendingResponse, _ b: PendingResponse) -> Bool {
-        a.due < b.due || (a.due == b.due && a.order < b.order)
-    }
-
-    private mutating func siftUp(_ start: Int) {
-        var child = start
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard Self.precedes(heap[child], heap[parent]) else { return }
-            heap.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    private mutating func siftDown(_ start: Int) {
-        var parent = start
-        while true {
-            let left = 2 * parent + 1
-            let right = left + 1
-            var first = parent
-            if left < heap.count, Self.precedes(heap[left], heap[first]) { first = left }
-            if right < heap.count, Self.precedes(heap[right], heap[first]) { first = right }
-            guard first != parent else { return }
-            heap.swapAt(parent, first)
-            parent = first
-        }
-    }
-}
-
-/// A record as the once-a-second multicast limit sees it: its digest (interface, name in lower case, type, RDATA)
-/// and the family it went to. A digest, not a copy of the record: at 10,000 held hosts the table holds a million
-/// entries. Two different records with the same digest (among a million records, a chance of about 3 in 100 million
-/// that any two do; the hasher's seed is random per process, so it cannot be aimed at) would share a time: one of
-/// them might skip a multicast answer for a second, or answer a QU question by unicast, both harmless.
-struct MulticastKey: Hashable, Sendable {
-    var digest: RecordDigest
-    var ipv6: Bool
-}
-
-/// A held name as the indexes of names (`SleepProxyCore.heldNames`, `uniqueNames`) see it: a digest of the
-/// interface and the name folded to lower case. Names that differ only in case have the same digest; the rare
-/// different names with the same digest share a list of holders, and whoever looks a name up checks the holders'
-/// own records for it.
-struct NameDigest: Hashable, Sendable {
-    let value: Int
-
-    init(_ name: DNSName, interface: InterfaceName) {
-        var hasher = Hasher()
-        hasher.combine(interface)
-        name.hashIgnoringCase(into: &hasher)
-        value = hasher.finalize()
-    }
-}
-
-/// A held record as the index of holders (`SleepProxyCore.heldRecords`) sees it: a digest of the interface, the
-/// name folded to lower case, the type and the RDATA. Records that are the same (`sameRecord`) have the same
-/// digest; the rare different records with the same digest share a list of holders, and whoever looks a record
-/// up checks the holders' own records, so a shared digest never makes a record count as held.
-struct RecordDigest: Hashable, Sendable {
-    let value: Int
-
-    init(_ record: DNSRecord, interface: InterfaceName) {
-        self.init(record, name: NameDigest(record.name, interface: interface))
-    }
-
-    /// The digest of `record`, whose name's digest (`NameDigest`, which covers the interface) is `name`.
-    init(_ record: DNSRecord, name: NameDigest) {
-        var hasher = Hasher()
-        hasher.combine(name.value)
-        hasher.combine(record.type)
-        hasher.combine(record.rdata)
-        value = hasher.finalize()
-    }
-
-    /// The same record as far as holding goes: name in any case, same type and RDATA.
-    static func sameRecord(_ a: DNSRecord, _ b: DNSRecord) -> Bool {
-        a.type == b.type && a.rdata == b.rdata && a.name.caseInsensitiveEquals(b.name)
-    }
-}
-
 /// When multicast goes out (RFC 6762 sections 6, 7.4, 8.3 and 10.1): announcements of what was taken over,
 /// answers after their random delay, at most once a second per record, never for a record no longer held, in
 /// messages of at most 1,440 bytes, and goodbyes only for records nobody else still holds.
@@ -174,7 +37,7 @@ extension SleepProxyCore {
         _ records: [DNSRecord], interface: InterfaceName, groups: [Endpoint], at due: UnixTime, announcement: Bool
     ) {
         for group in groups {
-            pendingResponses.append(
+            schedule.schedule(
                 PendingResponse(
                     due: due, interface: interface, group: group, answers: records, querier: nil,
                     isAnnouncement: announcement))
@@ -184,7 +47,7 @@ extension SleepProxyCore {
     /// Duplicate-answer suppression (RFC 6762 section 7.4): another responder multicast these records with at
     /// least half our TTL, so our own multicast answers of them (not announcements) need not go out.
     mutating func suppressDuplicateAnswers(_ records: [DNSRecord], interface: InterfaceName, group: Endpoint) {
-        pendingResponses.update(
+        schedule.updatePending(
             { response in
                 guard !response.isAnnouncement, response.interface == interface, response.group == group else { return }
                 response.answers.removeAll { records.contains($0) }
@@ -194,9 +57,9 @@ extension SleepProxyCore {
     /// Sends the multicast responses that are due, keeping only records still held and answered, and not
     /// multicast on that interface and family within the last second (announcements excepted).
     mutating func sendDueResponses(now: UnixTime) -> [Action] {
-        guard let earliest = pendingResponses.earliestDue, earliest <= now else { return [] }
+        guard let earliest = schedule.earliestDue, earliest <= now else { return [] }
         var actions: [Action] = []
-        let due = pendingResponses.removeDue(by: now)
+        let due = schedule.removeDue(by: now)
         // An announcement goes to each family's group as a response of its own, with the same records: which of
         // them are still answered, and the message, are worked out once for both.
         var lastChecked: (interface: InterfaceName, records: [DNSRecord], answered: [(DNSRecord, RecordDigest)])?
@@ -218,11 +81,12 @@ extension SleepProxyCore {
             answers.reserveCapacity(answered.count)
             for (record, digest) in answered {
                 let key = MulticastKey(digest: digest, ipv6: ipv6)
-                if !response.isAnnouncement, let last = lastMulticast[key], now - last < MulticastDNS.multicastInterval
+                if !response.isAnnouncement, let last = schedule.lastMulticast(key),
+                    now - last < MulticastDNS.multicastInterval
                 {
                     continue
                 }
-                lastMulticast[key] = now
+                schedule.noteMulticast(key, at: now)
                 answers.append(record)
             }
             guard !answers.isEmpty else { continue }
@@ -247,24 +111,21 @@ extension SleepProxyCore {
                         MDNSTransmission(interface: response.interface, bytes: bytes, destination: response.group)))
             }
         }
-        if lastMulticast.count > 4 * recordCount + 1024 {
-            // Entries older than a TTL's quarter no longer matter to any rule; keep a few minutes' worth.
-            lastMulticast = lastMulticast.filter { now - $0.value < .seconds(1200) }
-        }
+        schedule.pruneMulticastTimes(recordCount: hosts.recordCount, now: now)
         return actions
     }
 
     /// When `record` was last multicast on `interface` to the family of `group`.
     func lastMulticastTime(of record: DNSRecord, interface: InterfaceName, group: Endpoint) -> UnixTime? {
         let ipv6 = if case .v6 = group.address { true } else { false }
-        return lastMulticast[MulticastKey(digest: RecordDigest(record, interface: interface), ipv6: ipv6)]
+        return schedule.lastMulticast(MulticastKey(digest: RecordDigest(record, interface: interface), ipv6: ipv6))
     }
 
     /// Whether `record` (of digest `digest`) is answered now on `interface`: a held record of a host that answers
     /// it (verified, not being woken for), a negative answer for such a name, or a record of our own advertisement.
     func isAnswered(_ record: DNSRecord, digest: RecordDigest, interface: InterfaceName, now: UnixTime) -> Bool {
         if record.type == .nsec, uniqueTypes(of: record.name, interface: interface, now: now) != nil { return true }
-        for key in holders(of: digest, on: interface) where hosts.holds(record, key: key, answeringAt: now) {
+        for key in hosts.holders(of: digest, on: interface) where hosts.holds(record, key: key, answeringAt: now) {
             return true
         }
         return advertisementLookup(record.name, type: record.type, interface: interface).contains(record)
@@ -275,7 +136,7 @@ extension SleepProxyCore {
     func isHeld(_ record: DNSRecord, moreThan count: Int, interface: InterfaceName) -> Bool {
         var copies = 0
         var counted = Set<OwnerKey>()
-        for key in holders(of: RecordDigest(record, interface: interface), on: interface)
+        for key in hosts.holders(of: RecordDigest(record, interface: interface), on: interface)
         where counted.insert(key).inserted {
             for held in hosts[key]?.owner.records ?? [] where RecordDigest.sameRecord(held.record, record) {
                 copies += 1

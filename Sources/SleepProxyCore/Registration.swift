@@ -131,19 +131,9 @@ extension HeldRecord {
 extension SleepProxyCore {
     // MARK: Registration
 
-    /// Registrations read together: each handled as `handleRegistration` does, with the list of held addresses
-    /// (all of them, for the capture filter) sent once per interface at the end instead of once per new host.
-    public mutating func handleRegistrations(_ batch: [RegistrationDatagram], now: UnixTime) -> [Action] {
-        guard batch.count > 1 else { return batch.first.map { handleRegistration($0, now: now) } ?? [] }
-        deferredAddressChanges = []
-        var actions: [Action] = []
-        for datagram in batch { actions += handleRegistration(datagram, now: now) }
-        return actions + endDeferredAddressChanges()
-    }
-
     /// Handles one registration datagram: accepts it (store changes, then the reply) or refuses it silently on
     /// the wire (a log line and a stored event only).
-    public mutating func handleRegistration(_ datagram: RegistrationDatagram, now: UnixTime) -> [Action] {
+    mutating func register(_ datagram: RegistrationDatagram, now: UnixTime) -> [Action] {
         var actions = expire(now: now)
         let result: Result<[Action], Refusal>
         if let refusal = admit(datagram, now: now) {
@@ -158,55 +148,34 @@ extension SleepProxyCore {
             let event = Event(
                 time: now, kind: .refused, interface: datagram.interface, owner: refusal.owner,
                 source: datagram.source, reason: refusal.reason, detail: refusal.detail)
-            // A flood from one source costs one event a minute, not one per datagram.
-            if refusal.reason == .rateLimited {
-                if let last = rateLimitRecorded[datagram.source.address], now - last < .seconds(60) {
-                    refusalLog.suppressed += 1
-                    refreshHostDeadline()
-                    return actions
-                }
-                rateLimitRecorded[datagram.source.address] = now
+            // A flood from one source costs one event a minute, not one per datagram; every refusal is a store
+            // write, so one source gets `Allowances.refusalEventsPerSource` of them a minute, and a count of the
+            // rest when the minute is over; the log gets `refusalLogLimit` lines a minute from all sources.
+            let source = datagram.source
+            let notice = allowances.noteRefusal(
+                from: source.address, rateLimited: refusal.reason == .rateLimited, now: now)
+            if notice.unrecordedBefore > 0 {
+                actions.append(
+                    .store(
+                        .appendEvent(
+                            Event(
+                                time: now, kind: .refused, interface: datagram.interface, owner: nil, source: source,
+                                reason: refusal.reason,
+                                detail:
+                                    "\(notice.unrecordedBefore) more refusals from \(source.address) in the last minute were not recorded"
+                            ))))
             }
-            // Every refusal is a store write: one source gets `refusalEventsPerSource` of them a minute, and a
-            // count of the rest when the minute is over.
-            var record = refusalEvents[datagram.source.address] ?? RefusalRecord(windowStart: now)
-            if now - record.windowStart >= .seconds(60) {
-                if record.suppressed > 0 {
-                    actions.append(
-                        .store(
-                            .appendEvent(
-                                Event(
-                                    time: now, kind: .refused, interface: datagram.interface, owner: nil,
-                                    source: datagram.source, reason: refusal.reason,
-                                    detail:
-                                        "\(record.suppressed) more refusals from \(datagram.source.address) in the last minute were not recorded"
-                                ))))
-                }
-                record = RefusalRecord(windowStart: now)
+            if notice.record { actions.append(.store(.appendEvent(event))) }
+            if notice.unloggedBefore > 0 {
+                actions.append(
+                    .log(.warning, "\(notice.unloggedBefore) more refusals in the last minute were not logged"))
             }
-            if record.recorded < Self.refusalEventsPerSource {
-                record.recorded += 1
-                actions.append(.store(.appendEvent(event)))
-            } else {
-                record.suppressed += 1
-            }
-            refusalEvents[datagram.source.address] = record
-            if now - refusalLog.windowStart >= .seconds(60) {
-                if refusalLog.suppressed > 0 {
-                    actions.append(
-                        .log(.warning, "\(refusalLog.suppressed) more refusals in the last minute were not logged"))
-                }
-                refusalLog = (now, 0, 0)
-            }
-            if refusalLog.logged < Self.refusalLogLimit {
-                refusalLog.logged += 1
+            if notice.log {
                 actions.append(
                     .log(
                         .warning,
-                        "refused registration from \(datagram.source) on \(datagram.interface): \(refusal.reason): \(refusal.detail)"
+                        "refused registration from \(source) on \(datagram.interface): \(refusal.reason): \(refusal.detail)"
                     ))
-            } else {
-                refusalLog.suppressed += 1
             }
         }
         refreshHostDeadline()
@@ -221,13 +190,7 @@ extension SleepProxyCore {
         }
         let source = datagram.source.address
         let rate = configuration.registrationRate
-        let (allowed, pruned) = TokenBucket.take(
-            source, in: &registrationBuckets, rate: rate, now: now, kept: Self.registrationSourcesKept)
-        if pruned {
-            rateLimitRecorded = rateLimitRecorded.filter { now - $0.value < .seconds(60) }
-            refusalEvents = refusalEvents.filter { now - $0.value.windowStart < .seconds(60) }
-        }
-        guard allowed else {
+        guard allowances.admitRegistration(from: source, rate: rate, now: now) else {
             return Refusal(
                 reason: .rateLimited,
                 detail:
@@ -293,7 +256,7 @@ extension SleepProxyCore {
         var dropped: [String] = []
         var newRecords: [DNSRecord] = []
         for record in registration.records {
-            if HeldRecord.claimsUniqueName(record), let holder = uniqueHolder(of: record.name, on: key.interface),
+            if HeldRecord.claimsUniqueName(record), let holder = hosts.uniqueHolder(of: record.name, on: key.interface),
                 holder != key
             {
                 let why = "\(record.name) \(record.type) is held for \(holder.primaryMAC)"
@@ -303,7 +266,7 @@ extension SleepProxyCore {
             }
             // Nor an address held for another owner, under any name: that would answer for (and, through a reverse
             // mapping, take over) a host that is not the registrant's.
-            if let address = Self.claimedAddress(record), let holder = holder(of: address, on: key.interface),
+            if let address = Self.claimedAddress(record), let holder = hosts.holder(of: address, on: key.interface),
                 holder != key
             {
                 let why = "\(record.name) \(record.type) claims \(address), held for \(holder.primaryMAC)"
@@ -321,7 +284,7 @@ extension SleepProxyCore {
             records.append(HeldRecord(record: record, sequence: sequence, registeredAt: now, expiresAt: expiry))
         }
 
-        let othersHold = recordCount - (existing?.owner.records.count ?? 0)
+        let othersHold = hosts.recordCount - (existing?.owner.records.count ?? 0)
         let perOwner = configuration.maximumRecordsPerOwner
         let total = configuration.maximumRecordsTotal
         let limits = [
@@ -377,21 +340,23 @@ extension SleepProxyCore {
         // it holds is taken over from the start (mDNS.c `ClearIdenticalProxyRecords` re-registers such records).
         let fromTheStart = !sameSequence || wasWaking != nil
         if existing != nil {
-            replaceRecords(of: key, with: owner)
+            hosts.replaceRecords(of: key, with: owner)
         } else {
-            insert(HeldHost(owner: owner))
-        }
-        if sameSequence {
-            hosts[key]?.answeredIDs.insert(registration.message.id)
-        } else {
-            hosts[key]?.answeredIDs = [registration.message.id]
+            hosts.insert(HeldHost(owner: owner))
         }
         let probing = fromTheStart ? records.map(\.record) : newRecords
-        for (identity, probe) in Self.initialProbes(for: probing, now: now) {
-            hosts[key]?.probes[identity] = probe
+        hosts.update(key) { host in
+            if sameSequence {
+                host.answeredIDs.insert(registration.message.id)
+            } else {
+                host.answeredIDs = [registration.message.id]
+            }
+            for (identity, probe) in Self.initialProbes(for: probing, now: now) {
+                host.probes[identity] = probe
+            }
+            if wasWaking != nil { host.state = .proxying }
         }
         if let wasWaking {
-            hosts[key]?.state = .proxying
             let detail = "registered again while being woken (\(wasWaking.reason)): wake cancelled"
             let event = Event(
                 time: now, kind: .wakeCancelled, interface: key.interface, owner: mac, source: datagram.source,
@@ -456,5 +421,74 @@ extension SleepProxyCore {
             probes[RecordIdentity(record)] = RecordProbe(started: now, announcements: 2, afterConflict: false)
         }
         return probes
+    }
+
+    // MARK: Restore
+
+    /// Takes over the owners the lease store kept, at start-up. Owners whose lease ended while the proxy was down
+    /// are dropped (and reported); expiries further away than the maximum lease are brought in to it. The hosts
+    /// are probed before their addresses are claimed: some may have woken while the proxy was down.
+    ///
+    /// A host whose wake was in progress (`wakes`) goes on being woken from the round it had reached (the next one
+    /// at once if it is overdue): it is not claimed again, and what the wake withdrew stays unanswered.
+    mutating func restoreOwners(_ saved: [Owner], wakes: [OwnerKey: StoredWake] = [:], now: UnixTime) -> [Action] {
+        var actions: [Action] = []
+        // One list of held addresses per interface at the end, not one per host (each as long as all of them).
+        hosts.deferListChanges()
+        // The indexes grow once to their size, not by doubling (each doubling rehashes every name and RDATA).
+        hosts.reserveCapacity(records: saved.reduce(0) { $0 + $1.records.count })
+        let latest = now + .seconds(Int64(configuration.maximumLease))
+        for var owner in saved.sorted(by: { $0.key < $1.key }) {
+            guard let expiry = owner.expiresAt, expiry > now else {
+                let event = Event(
+                    time: now, kind: .expired, interface: owner.key.interface, owner: owner.key.primaryMAC,
+                    detail: "lease ended while the proxy was not running (\(owner.records.count) records dropped)")
+                actions += [
+                    .store(.removeOwner(owner.key)), .store(.appendEvent(event)),
+                    .log(.notice, "restore: \(owner.key): \(event.detail)"),
+                ]
+                continue
+            }
+            var clamped = 0
+            for index in owner.records.indices where owner.records[index].expiresAt > latest {
+                owner.records[index].expiresAt = latest
+                clamped += 1
+            }
+            if clamped > 0 {
+                actions += [
+                    .store(.saveOwner(owner)),
+                    .log(
+                        .notice,
+                        "restore: \(owner.key): \(clamped) record expiries beyond the maximum lease of \(configuration.maximumLease) s brought in"
+                    ),
+                ]
+            }
+            var host = HeldHost(owner: owner)
+            host.probes = Self.initialProbes(for: owner.records.map(\.record), now: now)
+            if let stored = wakes[owner.key] {
+                switch stored.sequence(for: owner) {
+                case .success(let wake):
+                    host.state = .waking(wake)
+                    actions.append(
+                        .log(
+                            .notice,
+                            "restore: \(owner.key): the wake continues (\(wake.reason)): \(wake.rounds) of \(WakeTiming.rounds) rounds sent"
+                        ))
+                case .failure(let error):
+                    actions += [
+                        .store(.saveWake(owner.key, nil)),
+                        .log(
+                            .error,
+                            "restore: \(owner.key): its stored wake cannot go on (\(error.reason)); held instead"),
+                    ]
+                }
+            }
+            hosts.insert(host)
+            actions += updateTakeovers(of: owner.key, now: now)
+        }
+        refreshHostDeadline()
+        actions += endDeferredAddressChanges()
+        actions.append(.log(.info, "restore: holding \(hosts.count) owners with \(hosts.recordCount) records"))
+        return actions
     }
 }

@@ -2,7 +2,8 @@ import DNSWire
 import NetworkAddresses
 
 /// Why a held host (or some of its records) leaves, and how: silently when the host is back, with goodbyes when
-/// the administrator forgets it.
+/// the administrator forgets it or its interface is no longer served, without them after a wake it never
+/// answered (its goodbyes went out already) or at the end of a lease that is not to wake it.
 struct DropReason: Sendable {
     var kind: Event.Kind
     var detail: String
@@ -31,7 +32,10 @@ struct DropReason: Sendable {
     }
 }
 
-/// When the proxy lets go of a host. Every rule is here; `drop(_:reason:now:)` is the one way out.
+/// When the proxy lets go of a host. The rules of a host that is back, and of a lease that ends, are here; two
+/// more live with what they end: an interface no longer served (`Links.swift`, `unserve`) and a wake that went
+/// unanswered (`Wake.swift`, `advanceWake`). Every one of them leaves through `drop(_:reason:now:)` or
+/// `dropRecords(_:of:reason:now:)`, here.
 ///
 /// - A packet with the host's OWNER releases the records it concerns when its sequence differs, or when they
 ///   were registered more than 60 s before it (mDNS.c `ClearProxyRecords`, applied per record: a record refreshed
@@ -86,7 +90,7 @@ extension SleepProxyCore {
         -> [Action]
     {
         if let last = hosts[key]?.lastForgedOwnerLog, now - last < .seconds(60) { return [] }
-        hosts[key]?.lastForgedOwnerLog = now
+        hosts.updateService(key) { $0.lastForgedOwnerLog = now }
         return [
             .log(
                 .warning,
@@ -113,7 +117,7 @@ extension SleepProxyCore {
         var actions: [Action] = []
         var seen = Set<OwnerKey>()
         for record in claimed {
-            for key in holders(of: record.name, on: packet.interface) {
+            for key in hosts.holders(of: record.name, on: packet.interface) {
                 guard let host = hosts[key], host.owner.wakeMAC == mac, seen.insert(key).inserted else { continue }
                 if isProbe {
                     actions += drop(
@@ -156,7 +160,7 @@ extension SleepProxyCore {
     mutating func drop(_ key: OwnerKey, reason: DropReason, now: UnixTime) -> [Action] {
         guard hosts[key] != nil else { return [] }
         var actions = stopTakeovers(of: key)
-        guard let host = remove(key) else { return actions }
+        guard let host = hosts.remove(key) else { return actions }
         if reason.goodbyes {
             actions = goodbyes(for: host.owner.records.map(\.record), interface: key.interface) + actions
         }
@@ -179,7 +183,7 @@ extension SleepProxyCore {
         owner.records.removeAll { identities.contains(RecordIdentity($0.record)) }
         guard !owner.records.isEmpty else { return drop(key, reason: reason, now: now) }
         guard !gone.isEmpty else { return [] }
-        replaceRecords(of: key, with: owner)
+        hosts.replaceRecords(of: key, with: owner)
         var actions: [Action] = []
         if reason.goodbyes {
             actions += goodbyes(for: gone.map(\.record), interface: key.interface)
@@ -195,10 +199,42 @@ extension SleepProxyCore {
         return actions
     }
 
-    /// Forgets an owner at the administrator's request: goodbyes (TTL 0) for its records, so that caches drop them
-    /// at once, then the records go.
-    public mutating func forget(_ key: OwnerKey, now: UnixTime, reason: String) -> [Action] {
-        guard hosts[key] != nil else { return [.log(.warning, "forget \(key): not held")] }
-        return drop(key, reason: .forgotten(reason), now: now)
+    /// Ends the leases due by `now`. Apple's proxy wakes a host whose lease ends (PROTOCOL.md section 3.7); the
+    /// wake policy may keep it from that: a `neverWake` host, or any host in a dry run (after a `would-wake`
+    /// event), is dropped at once as expired, with goodbyes, since nothing is held past its lease. A host already
+    /// being woken as a whole keeps its wake.
+    mutating func expire(now: UnixTime) -> [Action] {
+        var actions: [Action] = []
+        // A host being woken stays, but its lease no longer counts: it is taken out of the expiries.
+        let expired = hosts.popExpired(by: now)
+        let policy = configuration.wakePolicy
+        for key in expired.sorted() {
+            guard let host = hosts[key] else { continue }
+            let count = host.owner.records.count
+            if !host.isWakingWhole, policy.neverWakes(host.owner) {
+                let name = Self.displayName(of: host.owner)
+                actions += drop(
+                    key,
+                    reason: .expiredUnwoken(
+                        "lease ended; \(name) is in wake.never_wake, so it is not woken: \(count) records dropped"),
+                    now: now)
+                continue
+            }
+            if !host.isWakingWhole, policy.dryRun {
+                actions += wouldWake(key, now: now, reason: "lease expired", limited: false)
+                actions += drop(
+                    key,
+                    reason: .expiredUnwoken(
+                        "lease ended; wake.dry_run is on, so it is not woken: \(count) records dropped"),
+                    now: now)
+                continue
+            }
+            let event = Event(
+                time: now, kind: .expired, interface: key.interface, owner: key.primaryMAC,
+                detail: "lease ended; waking the host so that it registers again")
+            actions += [.store(.appendEvent(event)), .log(.notice, "expired \(key): \(event.detail)")]
+            actions += startWake(key, now: now, reason: "lease expired", limited: false)
+        }
+        return actions
     }
 }

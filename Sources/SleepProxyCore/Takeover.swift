@@ -1,6 +1,6 @@
 import DNSWire
-public import Frames
-public import NetworkAddresses
+import Frames
+import NetworkAddresses
 
 /// A frame the capture saw on an interface.
 public struct CapturedFrameInput: Hashable, Sendable {
@@ -74,24 +74,15 @@ extension SleepProxyCore {
             actions += stopTakeover(of: address, key: key)
         }
         for address in wanted where current[address] == nil {
-            let held = NeighbourKey(interface: key.interface, address: address)
             // An address another owner already holds stays with it (a name hijack was refused already).
-            if let other = heldAddresses[held], other != key { continue }
-            if heldAddresses.updateValue(key, forKey: held) == nil {
-                if deferredAddressChanges != nil {
-                    proxiedLists[key.interface, default: []].append(address)
-                    unsortedProxiedLists.insert(key.interface)
-                } else {
-                    proxiedLists[key.interface, default: []].insertSorted(address)
-                }
-            }
+            guard hosts.claim(address, for: key) else { continue }
             current[address] = AddressTakeover(phase: .probing(sent: 0), next: now + TakeoverTiming.firstProbe)
-            if case .v6(let v6) = address {
-                actions += joinGroup(v6.solicitedNodeGroup, on: key.interface)
+            if case .v6(let v6) = address, hosts.joinGroup(v6.solicitedNodeGroup, on: key.interface) {
+                actions.append(.joinMulticastGroup(key.interface, v6.solicitedNodeGroup))
             }
         }
         let changed = current.count != host.takeovers.count || current.keys.contains { host.takeovers[$0] == nil }
-        hosts[key]?.takeovers = current
+        hosts.updateService(key) { $0.takeovers = current }
         refreshHostDeadline()
         // The list of all held addresses on the interface, only when this host's share of it changed: with
         // thousands held, a renewal must not cost a list of all of them.
@@ -104,8 +95,10 @@ extension SleepProxyCore {
     /// Takes every address of a host over from the start: it is going to sleep (again) now.
     mutating func restartTakeovers(of key: OwnerKey, now: UnixTime) {
         guard let takeovers = hosts[key]?.takeovers else { return }
-        hosts[key]?.takeovers = takeovers.mapValues { _ in
-            AddressTakeover(phase: .probing(sent: 0), next: now + TakeoverTiming.firstProbe)
+        hosts.updateService(key) { host in
+            host.takeovers = takeovers.mapValues { _ in
+                AddressTakeover(phase: .probing(sent: 0), next: now + TakeoverTiming.firstProbe)
+            }
         }
         refreshHostDeadline()
     }
@@ -117,7 +110,7 @@ extension SleepProxyCore {
         for address in current.keys.sorted() {
             actions += stopTakeover(of: address, key: key)
         }
-        hosts[key]?.takeovers = [:]
+        hosts.updateService(key) { $0.takeovers = [:] }
         refreshHostDeadline()
         actions += addressListChanged(on: key.interface)
         return actions
@@ -127,71 +120,25 @@ extension SleepProxyCore {
     /// of registrations is under way, a note to send it once at the end. (Each list is as long as all held
     /// addresses, and one kept by an action makes the next change copy the whole list.)
     mutating func addressListChanged(on interface: InterfaceName) -> [Action] {
-        guard deferredAddressChanges == nil else {
-            deferredAddressChanges?.insert(interface)
-            return []
-        }
+        guard hosts.noteListChange(on: interface) else { return [] }
         return [.proxiedAddressesChanged(interface, proxiedAddresses(on: interface))]
     }
 
     /// The deferred lists of held addresses, one per interface that changed, and the end of deferring.
     mutating func endDeferredAddressChanges() -> [Action] {
-        let changed = deferredAddressChanges ?? []
-        deferredAddressChanges = nil
-        for interface in unsortedProxiedLists { sortProxiedList(on: interface) }
-        return changed.sorted().map { .proxiedAddressesChanged($0, proxiedAddresses(on: $0)) }
+        hosts.endDeferringListChanges().sorted().map { .proxiedAddressesChanged($0, proxiedAddresses(on: $0)) }
     }
 
     private mutating func stopTakeover(of address: IPAddress, key: OwnerKey) -> [Action] {
         var actions: [Action] = []
-        let held = NeighbourKey(interface: key.interface, address: address)
-        if heldAddresses[held] == key {
-            heldAddresses[held] = nil
-            sortProxiedList(on: key.interface)
-            proxiedLists[key.interface]?.removeSorted(address)
-            if proxiedLists[key.interface]?.isEmpty == true { proxiedLists[key.interface] = nil }
+        hosts.release(address, of: key)
+        if case .v6(let v6) = address, hosts.leaveGroup(v6.solicitedNodeGroup, on: key.interface) {
+            actions.append(.leaveMulticastGroup(key.interface, v6.solicitedNodeGroup))
         }
-        if case .v6(let v6) = address { actions += leaveGroup(v6.solicitedNodeGroup, on: key.interface) }
-        if hosts[key]?.neighbourEntries.remove(address) != nil {
+        if hosts.updateService(key, { $0.neighbourEntries.remove(address) }) != nil {
             actions.append(.removeNeighbour(key.interface, address))
         }
         return actions
-    }
-
-    /// One more held address in `group`: the join goes out with the first.
-    private mutating func joinGroup(_ group: IPv6Address, on interface: InterfaceName) -> [Action] {
-        let key = GroupKey(interface: interface, group: group)
-        groupUsers[key, default: 0] += 1
-        return groupUsers[key] == 1 ? [.joinMulticastGroup(interface, group)] : []
-    }
-
-    /// One held address fewer in `group`: the leave goes out with the last.
-    private mutating func leaveGroup(_ group: IPv6Address, on interface: InterfaceName) -> [Action] {
-        let key = GroupKey(interface: interface, group: group)
-        guard let users = groupUsers[key] else { return [] }
-        if users > 1 {
-            groupUsers[key] = users - 1
-            return []
-        }
-        groupUsers[key] = nil
-        return [.leaveMulticastGroup(interface, group)]
-    }
-
-    /// The addresses the proxy holds on `interface`: what the capture must watch.
-    public func proxiedAddresses(on interface: InterfaceName) -> [IPAddress] {
-        let list = proxiedLists[interface] ?? []
-        return unsortedProxiedLists.contains(interface) ? list.sorted() : list
-    }
-
-    /// Sorts the list of `interface` if addresses were appended to it unsorted.
-    private mutating func sortProxiedList(on interface: InterfaceName) {
-        guard unsortedProxiedLists.remove(interface) != nil else { return }
-        proxiedLists[interface]?.sort()
-    }
-
-    /// The owner holding `address` on `interface`, if any: one lookup, for every captured packet.
-    func holder(of address: IPAddress, on interface: InterfaceName) -> OwnerKey? {
-        heldAddresses[NeighbourKey(interface: interface, address: address)]
     }
 
     // MARK: Probes and announcements
@@ -235,7 +182,7 @@ extension SleepProxyCore {
             }
             current[address] = takeover
         }
-        hosts[key]?.takeovers = current
+        hosts.updateService(key) { $0.takeovers = current }
         return actions
     }
 
@@ -282,7 +229,7 @@ extension SleepProxyCore {
         } else {
             takeover.next = now + TakeoverTiming.firstProbe
         }
-        hosts[key]?.takeovers[address] = takeover
+        hosts.updateService(key) { $0.takeovers[address] = takeover }
         refreshHostDeadline()
     }
 
@@ -291,13 +238,7 @@ extension SleepProxyCore {
     /// Handles a captured frame: ARP and Neighbour Discovery for held addresses, and the connections that should
     /// wake a host (PROTOCOL.md sections 3.2 to 3.5). Frames our own host sends count like anyone else's (an
     /// administrator's ssh to a sleeping host wakes it); the shell leaves out only the frames the daemon built.
-    public mutating func handleFrame(_ input: CapturedFrameInput, now: UnixTime) -> [Action] {
-        guard let frame = try? EthernetFrame(parsing: input.bytes) else { return expire(now: now) }
-        return handleFrame(frame, on: input.interface, now: now)
-    }
-
-    /// The same for a frame the shell parsed already (to tell mDNS from the rest), so that it is parsed once.
-    public mutating func handleFrame(_ frame: EthernetFrame, on interface: InterfaceName, now: UnixTime) -> [Action] {
+    mutating func receiveFrame(_ frame: EthernetFrame, on interface: InterfaceName, now: UnixTime) -> [Action] {
         var actions = expire(now: now)
         guard let link = links[interface] else { return actions }
         if let arp = frame.arp {
@@ -320,7 +261,7 @@ extension SleepProxyCore {
         let sender = IPAddress.v4(arp.senderProtocolAddress)
         let target = IPAddress.v4(arp.targetProtocolAddress)
         var actions: [Action] = []
-        if arp.operation == .request, sender != target, let key = holder(of: target, on: interface),
+        if arp.operation == .request, sender != target, let key = hosts.holder(of: target, on: interface),
             let host = hosts[key], let takeover = host.takeovers[target], !host.isWakingWhole
         {
             if arp.senderHardwareAddress == host.owner.wakeMAC {
@@ -346,7 +287,7 @@ extension SleepProxyCore {
         }
         // Our own announcements carry a held address as their sender; they are no conflict.
         if !arp.senderProtocolAddress.isUnspecified, arp.senderHardwareAddress != link.macAddress,
-            source != link.macAddress, let key = holder(of: sender, on: interface)
+            source != link.macAddress, let key = hosts.holder(of: sender, on: interface)
         {
             actions += sawAddressInUse(sender, by: arp.senderHardwareAddress, of: key, now: now, what: "ARP")
         }
@@ -361,7 +302,7 @@ extension SleepProxyCore {
         var actions: [Action] = []
         if let solicitation = icmp.neighborSolicitation {
             let target = IPAddress.v6(solicitation.target)
-            if let key = holder(of: target, on: interface), let host = hosts[key],
+            if let key = hosts.holder(of: target, on: interface), let host = hosts[key],
                 let takeover = host.takeovers[target], !host.isWakingWhole
             {
                 if source == host.owner.wakeMAC {
@@ -381,7 +322,9 @@ extension SleepProxyCore {
         // its link-local one), or the source of a solicitation.
         let used: IPv6Address? =
             icmp.neighborAdvertisement?.target ?? (icmp.neighborSolicitation != nil ? ipv6.source : nil)
-        if let used, !used.isUnspecified, source != link.macAddress, let key = holder(of: .v6(used), on: interface) {
+        if let used, !used.isUnspecified, source != link.macAddress,
+            let key = hosts.holder(of: .v6(used), on: interface)
+        {
             actions += sawAddressInUse(
                 .v6(used), by: source, of: key, now: now, what: icmp.neighborAdvertisement != nil ? "NA" : "NS")
         }
@@ -423,23 +366,12 @@ extension SleepProxyCore {
     mutating func setNeighbour(
         _ address: IPAddress, of key: OwnerKey, to mac: MACAddress, on interface: InterfaceName
     ) -> [Action] {
-        guard hosts[key]?.neighbourEntries.insert(address).inserted == true else { return [] }
+        guard hosts.updateService(key, { $0.neighbourEntries.insert(address).inserted }) == true else { return [] }
         return [
             .setNeighbour(interface, address, mac),
             .log(.info, "our host asked for \(address): pointed it at the sleeping host's \(mac)"),
         ]
     }
-}
-
-/// A solicited-node group joined on one interface.
-struct GroupKey: Hashable, Sendable {
-    var interface: InterfaceName
-    var group: IPv6Address
-}
-
-struct NeighbourKey: Hashable, Sendable {
-    var interface: InterfaceName
-    var address: IPAddress
 }
 
 extension Array where Element: Comparable {

@@ -211,7 +211,7 @@ extension SleepProxyCore {
         } else {
             return []
         }
-        guard let key = holder(of: destination, on: link.name), let host = hosts[key], !host.isWakingWhole else {
+        guard let key = hosts.holder(of: destination, on: link.name), let host = hosts[key], !host.isWakingWhole else {
             return []
         }
         // A segment of a connection kept alive for the host follows the keepalive rules only.
@@ -314,7 +314,7 @@ extension SleepProxyCore {
 
     /// Records that the policy kept `source` from waking a host, at most once a minute per host and source address.
     mutating func ignoreWake(_ key: OwnerKey, detail: String, source: Endpoint, now: UnixTime) -> [Action] {
-        guard hosts[key]?.policyMemory.recordIgnored(from: source.address, now: now) == true else {
+        guard hosts.updateService(key, { $0.policyMemory.recordIgnored(from: source.address, now: now) }) == true else {
             return [.log(.debug, "not waking \(key): \(detail) (recorded less than a minute ago)")]
         }
         let event = Event(
@@ -363,7 +363,7 @@ extension SleepProxyCore {
     /// Asks to wake an owner (an administrator's request goes through here too). One sequence per owner at a
     /// time, however many triggers arrive. An explicit request wakes a `neverWake` host too; in a dry run
     /// (`WakePolicy.dryRun`, which holds for every wake, asked for or not) it only records a `would-wake` event.
-    public mutating func requestWake(_ key: OwnerKey, now: UnixTime, reason: String) -> [Action] {
+    mutating func administratorWake(_ key: OwnerKey, now: UnixTime, reason: String) -> [Action] {
         guard hosts[key] != nil else { return [.log(.warning, "wake \(key): not held")] }
         return startWake(key, now: now, reason: reason, limited: false)
     }
@@ -387,13 +387,13 @@ extension SleepProxyCore {
             var updated = wake
             updated.scope = wake.scope.merged(with: scope)
             updated.reason = reason
-            hosts[key]?.state = .waking(updated)
+            hosts.update(key) { $0.state = .waking(updated) }
             if updated.scope == .host {
                 // From now on the host's addresses are no longer claimed; IPv6 peers are sent back to it.
                 actions += releaseNeighbourAdvertisements(of: host.owner)
             }
         } else {
-            hosts[key]?.state = .waking(WakeSequence(next: now, reason: reason, scope: scope))
+            hosts.update(key) { $0.state = .waking(WakeSequence(next: now, reason: reason, scope: scope)) }
         }
         let event = Event(
             time: now, kind: .wake, interface: key.interface, owner: key.primaryMAC, source: source, detail: reason)
@@ -413,7 +413,7 @@ extension SleepProxyCore {
     mutating func wouldWake(
         _ key: OwnerKey, now: UnixTime, reason: String, source: Endpoint? = nil, limited: Bool
     ) -> [Action] {
-        guard hosts[key]?.policyMemory.recordWouldWake(now: now, limited: limited) == true else {
+        guard hosts.updateService(key, { $0.policyMemory.recordWouldWake(now: now, limited: limited) }) == true else {
             return [.log(.debug, "would wake \(key) (wake.dry_run): \(reason); recorded less than a minute ago")]
         }
         let event = Event(
@@ -431,7 +431,7 @@ extension SleepProxyCore {
     /// When the proxy stops for good and is set to wake every held host (as Apple's proxy does when its service is
     /// switched off), one round of magic packets for each, now: the shell exits right after. In a dry run, a
     /// `would-wake` event for each instead.
-    public mutating func wakeEveryone(now: UnixTime, reason: String) -> [Action] {
+    mutating func wakeAll(now: UnixTime, reason: String) -> [Action] {
         var actions: [Action] = []
         let dryRun = configuration.wakePolicy.dryRun
         for key in hosts.keys.sorted() {
@@ -475,13 +475,13 @@ extension SleepProxyCore {
             case .host:
                 return drop(key, reason: .unanswered(detail), now: now)
             case .records(let identities):
-                hosts[key]?.state = .proxying
+                hosts.update(key) { $0.state = .proxying }
                 return dropRecords(identities, of: key, reason: .unanswered(detail), now: now)
                     + [.store(.saveWake(key, nil))]
             }
         }
         wake.next = now + WakeTiming.interval
-        hosts[key]?.state = .waking(wake)
+        hosts.update(key) { $0.state = .waking(wake) }
         return actions + [storedWakeChange(of: key)]
     }
 

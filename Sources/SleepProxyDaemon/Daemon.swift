@@ -369,11 +369,6 @@ public final class Daemon: @unchecked Sendable {
         finished.signal()
     }
 
-    /// What the daemon holds now, for status output and tests.
-    public var heldOwners: [Owner] {
-        queue.sync { Array(core.owners.values) }
-    }
-
     /// "holding 3 hosts on eth0, eth0.20": the one-line summary the service manager shows.
     var statusLine: String {
         let count = core.owners.count

@@ -96,7 +96,7 @@ struct RegistrationTests {
         let second = harness.register(bytes)
         #expect(first.replies.map(\.bytes) == second.replies.map(\.bytes))
         #expect(harness.core.recordCount == 5)
-        #expect(harness.core.owners.keys == stateAfterFirst.keys)
+        #expect(Set(harness.core.owners.keys) == Set(stateAfterFirst.keys))
         // The retransmission refreshed the expiry of the same records.
         let owner = try #require(harness.owner(Update.mac))
         #expect(owner.records.allSatisfy { $0.expiresAt == harness.now + .seconds(7200) })

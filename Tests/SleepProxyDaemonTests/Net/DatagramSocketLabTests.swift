@@ -148,7 +148,10 @@ struct DatagramSocketLabTests {
                 payload: "question"
             )
             let datagram = try await nextDatagram(from: socket)
-            try socket.reply(Array("answer".utf8), to: datagram)
+            // A reply as the registration socket sends one: from the address the datagram was sent to.
+            try socket.send(
+                Array("answer".utf8), to: datagram.source, scopeID: datagram.sourceScopeID, from: datagram.destination,
+                interfaceIndex: datagram.interfaceIndex)
             let output = try await client
             #expect(
                 datagram.destinationEndpoint

@@ -1,0 +1,503 @@
+import DNSWire
+import NetworkAddresses
+
+/// Every held host and every index over them, kept in step by this type alone: the hosts by owner, their names
+/// and records by digest (for answers and goodbyes), the unique names and who holds each, the held addresses
+/// (per packet, and as the sorted list the capture watches), the solicited-node groups joined, each host's lease
+/// expiry and next step, and a `generation` that changes whenever a change may alter an answer.
+///
+/// The rules (what to hold, when to claim, what to send) are the core's; this type only keeps the books.
+struct HeldHosts: Sendable {
+    private var storage: [OwnerKey: HeldHost] = [:]
+    /// Hosts changed or removed since the last `refreshSteps`, whose next step is to be looked at again.
+    private var changed: Set<OwnerKey> = []
+    /// How many hosts each interface holds (the host limit is checked per datagram).
+    private var counts: [InterfaceName: Int] = [:]
+    /// Records held by all owners together.
+    private(set) var recordCount = 0
+    /// Changes whenever held records, a host's wake or its record probes change, and when a record probe ends:
+    /// everything an answer depends on. A frame that only steps a take-over or refreshes a keepalive leaves it.
+    private(set) var generation: UInt64 = 0
+    /// When record probes end (a silent record answers from then on): each moves `generation` on.
+    private var probeEnds = DeadlineHeap<Bool>()
+
+    /// Unique names (see `HeldRecord.claimsUniqueName`) to the owners whose records claim them, in the order they
+    /// came: the first that still claims it holds it (`uniqueHolder`).
+    private var uniqueNames: [NameDigest: Holders] = [:]
+    /// Every held name to the owners holding records with it, for answering queries: an entry is a number and a
+    /// list, not a copy of the name.
+    private var names: [NameDigest: Holders] = [:]
+    /// Every held record to the owners holding it (once per copy), so that a scheduled response or a goodbye finds
+    /// in one lookup whether a record is still held and by whom, however many hosts share its name
+    /// (`_ssh._tcp.local.` is held by every host with ssh). The holders' own records are checked.
+    private var records: [RecordDigest: Holders] = [:]
+
+    /// Held addresses to their owner, for the per-packet check.
+    private var addresses: [NeighbourKey: OwnerKey] = [:]
+    /// The same addresses per interface, sorted: the list the capture watches, kept up to date as addresses
+    /// come and go rather than sorted again for every registration.
+    private var addressLists: [InterfaceName: [IPAddress]] = [:]
+    /// Lists appended to, unsorted, while list changes are deferred: sorted once at the end.
+    private var unsortedLists: Set<InterfaceName> = []
+    /// While set (during a restore or a batch of registrations), interfaces whose address list changed, to be
+    /// announced once at the end.
+    private(set) var deferredListChanges: Set<InterfaceName>?
+    /// Held addresses per solicited-node group: two addresses can share one, joined once.
+    private var groupUsers: [GroupKey: Int] = [:]
+
+    /// Each owner's lease expiry (its earliest record expiry), while its lease counts.
+    private var expiries = KeyedDeadlines<OwnerKey>()
+    /// Each host's next step on a served link (see `HeldHost.nextStep`).
+    private var steps = KeyedDeadlines<OwnerKey>()
+
+    // MARK: The hosts
+
+    subscript(key: OwnerKey) -> HeldHost? { storage[key] }
+
+    var keys: Dictionary<OwnerKey, HeldHost>.Keys { storage.keys }
+    var values: Dictionary<OwnerKey, HeldHost>.Values { storage.values }
+    var count: Int { storage.count }
+    var isEmpty: Bool { storage.isEmpty }
+    /// The owners, as a view over the table (nothing is copied).
+    var owners: HeldOwners { HeldOwners(storage) }
+
+    /// The number of hosts held on `interface`.
+    func count(on interface: InterfaceName) -> Int { counts[interface] ?? 0 }
+
+    /// Changes a host in a way that may alter what is answered for it: its state (a wake) or its record probes.
+    @discardableResult
+    mutating func update<Result>(_ key: OwnerKey, _ change: (inout HeldHost) -> Result) -> Result? {
+        guard let index = storage.index(forKey: key) else { return nil }
+        let probes = storage.values[index].probes
+        let result = change(&storage.values[index])
+        let after = storage.values[index].probes
+        if after != probes {
+            for (identity, probe) in after where probes[identity] != probe {
+                probeEnds.push(true, at: probe.verifiedAt)
+            }
+        }
+        generation &+= 1
+        changed.insert(key)
+        return result
+    }
+
+    /// Changes what the proxy does for a host without changing what it answers: its take-overs, neighbour
+    /// entries, keepalives, answered message IDs, log and policy memories. `generation` stays.
+    @discardableResult
+    mutating func updateService<Result>(_ key: OwnerKey, _ change: (inout HeldHost) -> Result) -> Result? {
+        guard let index = storage.index(forKey: key) else { return nil }
+        #if DEBUG
+            let before = (storage.values[index].owner, storage.values[index].state, storage.values[index].probes)
+        #endif
+        let result = change(&storage.values[index])
+        #if DEBUG
+            let host = storage.values[index]
+            assert(
+                host.owner == before.0 && host.state == before.1 && host.probes == before.2,
+                "updateService changed what is answered")
+        #endif
+        changed.insert(key)
+        return result
+    }
+
+    /// Adds a host to the table and to every index.
+    mutating func insert(_ host: HeldHost) {
+        let owner = host.owner
+        let key = owner.key
+        if storage.updateValue(host, forKey: key) == nil { counts[key.interface, default: 0] += 1 }
+        changed.insert(key)
+        generation &+= 1
+        for probe in host.probes.values { probeEnds.push(true, at: probe.verifiedAt) }
+        recordCount += owner.records.count
+        let mac = key.primaryMAC
+        for held in owner.records {
+            let name = NameDigest(held.record.name, interface: key.interface)
+            records[RecordDigest(held.record, name: name), default: []].append(mac)
+            names[name, default: []].appendUnlessLast(mac)
+            if HeldRecord.claimsUniqueName(held.record) { uniqueNames[name, default: []].appendUnlessLast(mac) }
+        }
+        expiries[key] = owner.expiresAt
+    }
+
+    /// Takes a host out of the table and every index but the addresses: its take-overs are the caller's to stop
+    /// first.
+    @discardableResult
+    mutating func remove(_ key: OwnerKey) -> HeldHost? {
+        guard let host = storage.removeValue(forKey: key) else { return nil }
+        let count = (counts[key.interface] ?? 1) - 1
+        counts[key.interface] = count == 0 ? nil : count
+        changed.insert(key)
+        generation &+= 1
+        let owner = host.owner
+        let mac = key.primaryMAC
+        recordCount -= owner.records.count
+        var heldNames = Set<NameDigest>()
+        var claimed = Set<NameDigest>()
+        for held in owner.records {
+            let name = NameDigest(held.record.name, interface: key.interface)
+            heldNames.insert(name)
+            if HeldRecord.claimsUniqueName(held.record) { claimed.insert(name) }
+            let digest = RecordDigest(held.record, name: name)
+            records[digest]?.removeFirst(mac)
+            if records[digest]?.isEmpty == true { records[digest] = nil }
+        }
+        for name in heldNames {
+            names[name]?.removeAll(mac)
+            if names[name]?.isEmpty == true { names[name] = nil }
+        }
+        for name in claimed {
+            uniqueNames[name]?.removeAll(mac)
+            if uniqueNames[name]?.isEmpty == true { uniqueNames[name] = nil }
+        }
+        expiries[key] = nil
+        return host
+    }
+
+    /// Replaces a held host's records, keeping what the proxy does for it (take-overs, probes of records it still
+    /// holds, wake).
+    mutating func replaceRecords(of key: OwnerKey, with owner: Owner) {
+        guard var host = remove(key) else { return }
+        host.owner = owner
+        let identities = Set(owner.records.map { RecordIdentity($0.record) })
+        host.probes = host.probes.filter { identities.contains($0.key) }
+        insert(host)
+    }
+
+    /// Reserves room in the indexes for `incoming` more records, so that they grow once rather than by doubling
+    /// (each doubling rehashes every entry).
+    mutating func reserveCapacity(records incoming: Int) {
+        records.reserveCapacity(records.count + incoming)
+        names.reserveCapacity(names.count + incoming / 2)
+    }
+
+    // MARK: Who holds what
+
+    /// Whether the host of `key` holds `record` (exactly as received) and answers it at `now`. Looks at the host
+    /// in place: a lookup made for every record of every multicast response copies nothing.
+    func holds(_ record: DNSRecord, key: OwnerKey, answeringAt now: UnixTime) -> Bool {
+        guard let index = storage.index(forKey: key) else { return false }
+        let held = storage.values[index].owner.records
+        for position in held.indices where held[position].record == record {
+            return storage.values[index].answers(record, at: now)
+        }
+        return false
+    }
+
+    /// Whether the host of `key` holds a record claiming the unique `name` (see `HeldRecord.claimsUniqueName`).
+    func claims(_ name: DNSName, key: OwnerKey) -> Bool {
+        guard let index = storage.index(forKey: key) else { return false }
+        let held = storage.values[index].owner.records
+        return held.indices.contains { position in
+            HeldRecord.claimsUniqueName(held[position].record) && held[position].record.name.caseInsensitiveEquals(name)
+        }
+    }
+
+    /// The owner holding the unique `name` on `interface`, if any.
+    func uniqueHolder(of name: DNSName, on interface: InterfaceName) -> OwnerKey? {
+        guard let claimants = uniqueNames[NameDigest(name, interface: interface)] else { return nil }
+        return claimants.keys(on: interface).first { claims(name, key: $0) }
+    }
+
+    /// The owners holding records named `name` (in any case) on `interface`; some may hold only names with the
+    /// same digest, so each holder's records are to be checked for the name.
+    func holders(of name: DNSName, on interface: InterfaceName) -> LazyMapSequence<Holders, OwnerKey> {
+        (names[NameDigest(name, interface: interface)] ?? []).keys(on: interface)
+    }
+
+    /// The owners holding a record of digest `digest` on `interface` (once per copy); each holder's records are to
+    /// be checked for the record.
+    func holders(of digest: RecordDigest, on interface: InterfaceName) -> LazyMapSequence<Holders, OwnerKey> {
+        (records[digest] ?? []).keys(on: interface)
+    }
+
+    // MARK: Addresses
+
+    /// The owner holding `address` on `interface`, if any: one lookup, for every captured packet.
+    func holder(of address: IPAddress, on interface: InterfaceName) -> OwnerKey? {
+        addresses[NeighbourKey(interface: interface, address: address)]
+    }
+
+    /// Claims `address` for `key`: false when another owner holds it already (it stays with that owner).
+    mutating func claim(_ address: IPAddress, for key: OwnerKey) -> Bool {
+        let held = NeighbourKey(interface: key.interface, address: address)
+        if let other = addresses[held] { return other == key }
+        addresses[held] = key
+        if deferredListChanges != nil {
+            addressLists[key.interface, default: []].append(address)
+            unsortedLists.insert(key.interface)
+        } else {
+            addressLists[key.interface, default: []].insertSorted(address)
+        }
+        return true
+    }
+
+    /// Lets go of `address` if `key` holds it.
+    mutating func release(_ address: IPAddress, of key: OwnerKey) {
+        let held = NeighbourKey(interface: key.interface, address: address)
+        guard addresses[held] == key else { return }
+        addresses[held] = nil
+        sortList(on: key.interface)
+        addressLists[key.interface]?.removeSorted(address)
+        if addressLists[key.interface]?.isEmpty == true { addressLists[key.interface] = nil }
+    }
+
+    /// The addresses held on `interface`, sorted: what the capture must watch.
+    func addressList(on interface: InterfaceName) -> [IPAddress] {
+        let list = addressLists[interface] ?? []
+        return unsortedLists.contains(interface) ? list.sorted() : list
+    }
+
+    /// One more held address in `group`: true for the first, whose join is to go out.
+    mutating func joinGroup(_ group: IPv6Address, on interface: InterfaceName) -> Bool {
+        let key = GroupKey(interface: interface, group: group)
+        groupUsers[key, default: 0] += 1
+        return groupUsers[key] == 1
+    }
+
+    /// One held address fewer in `group`: true for the last, whose leave is to go out.
+    mutating func leaveGroup(_ group: IPv6Address, on interface: InterfaceName) -> Bool {
+        let key = GroupKey(interface: interface, group: group)
+        guard let users = groupUsers[key] else { return false }
+        groupUsers[key] = users > 1 ? users - 1 : nil
+        return users == 1
+    }
+
+    /// From now on, address lists that change are noted (`noteListChange`) rather than announced one by one.
+    mutating func deferListChanges() {
+        if deferredListChanges == nil { deferredListChanges = [] }
+    }
+
+    /// Notes that the list of `interface` changed: true when it is to be announced now (nothing is deferred).
+    mutating func noteListChange(on interface: InterfaceName) -> Bool {
+        guard deferredListChanges != nil else { return true }
+        deferredListChanges?.insert(interface)
+        return false
+    }
+
+    /// Ends deferring: the interfaces whose list changed meanwhile, each list sorted.
+    mutating func endDeferringListChanges() -> Set<InterfaceName> {
+        let changed = deferredListChanges ?? []
+        deferredListChanges = nil
+        for interface in unsortedLists { sortList(on: interface) }
+        return changed
+    }
+
+    private mutating func sortList(on interface: InterfaceName) {
+        guard unsortedLists.remove(interface) != nil else { return }
+        addressLists[interface]?.sort()
+    }
+
+    // MARK: Deadlines
+
+    /// The earliest lease expiry of the owners whose lease counts.
+    var nextLeaseExpiry: UnixTime? { expiries.first?.time }
+
+    /// Takes out the owners whose lease ended by `now`: their lease no longer counts (a host being woken stays).
+    mutating func popExpired(by now: UnixTime) -> [OwnerKey] { expiries.popDue(by: now) }
+
+    /// The earliest step of any host on a served link.
+    var nextStep: UnixTime? { steps.first?.time }
+
+    /// Takes out the hosts with a step due by `now`, in key order. They are looked at again at the next
+    /// `refreshSteps`, whether or not they change meanwhile.
+    mutating func popDueSteps(by now: UnixTime) -> [OwnerKey] {
+        let due = steps.popDue(by: now)
+        changed.formUnion(due)
+        return due.sorted()
+    }
+
+    /// Brings the next step of the hosts changed since the last call up to date (only those: not every host after
+    /// every packet). A host on an interface no longer served has none.
+    mutating func refreshSteps(isServed: (InterfaceName) -> Bool) {
+        guard !changed.isEmpty else { return }
+        for key in changed {
+            steps[key] = storage[key].flatMap { isServed(key.interface) ? $0.nextStep : nil }
+        }
+        changed.removeAll(keepingCapacity: true)
+    }
+
+    /// The same for every host, after a change that concerns them all (a link served or not, a clock step).
+    mutating func refreshAllSteps(isServed: (InterfaceName) -> Bool) {
+        changed.removeAll(keepingCapacity: true)
+        var all: [OwnerKey: UnixTime] = [:]
+        for host in storage.values where isServed(host.key.interface) {
+            if let step = host.nextStep { all[host.key] = step }
+        }
+        steps.replaceAll(with: all)
+    }
+
+    /// Moves `generation` on if a record probe ended by `now`: answers cached before that may lack its record.
+    mutating func noteProbeEnds(by now: UnixTime) {
+        guard let first = probeEnds.first, first.time <= now else { return }
+        _ = probeEnds.popDue(by: now)
+        generation &+= 1
+    }
+
+    /// Moves every probe end by `step` (the clock stepped).
+    mutating func moveProbeEnds(by step: Duration) {
+        probeEnds.update { time, _ in time + step }
+    }
+}
+
+extension HeldHost {
+    /// The earliest moment something is due for this host: a take-over step or keepalive (not while the whole
+    /// host is being woken: they wait), the end of a record probe, a wake round.
+    var nextStep: UnixTime? {
+        var earliest: UnixTime?
+        func consider(_ time: UnixTime?) {
+            if let time, earliest.map({ time < $0 }) ?? true { earliest = time }
+        }
+        if !isWakingWhole {
+            for takeover in takeovers.values { consider(takeover.next) }
+            for kept in keepalives.values { consider(kept.nextSend) }
+        }
+        for probe in probes.values { consider(probe.settledAt) }
+        consider(wake?.next)
+        return earliest
+    }
+}
+
+/// The held owners, as a view over the table of held hosts: looking one up, counting or listing them copies
+/// nothing (`SleepProxyCore.owners`).
+public struct HeldOwners: Collection, Equatable, Sendable {
+    public struct Index: Comparable, Sendable {
+        let base: Dictionary<OwnerKey, HeldHost>.Index
+
+        public static func < (lhs: Index, rhs: Index) -> Bool { lhs.base < rhs.base }
+    }
+    public typealias Element = (key: OwnerKey, value: Owner)
+
+    private let hosts: [OwnerKey: HeldHost]
+
+    init(_ hosts: [OwnerKey: HeldHost]) { self.hosts = hosts }
+
+    public var startIndex: Index { Index(base: hosts.startIndex) }
+    public var endIndex: Index { Index(base: hosts.endIndex) }
+    public func index(after index: Index) -> Index { Index(base: hosts.index(after: index.base)) }
+    public subscript(position: Index) -> Element {
+        let entry = hosts[position.base]
+        return (entry.key, entry.value.owner)
+    }
+    public var count: Int { hosts.count }
+    public var isEmpty: Bool { hosts.isEmpty }
+
+    /// The owner of `key`, if it is held.
+    public subscript(key: OwnerKey) -> Owner? { hosts[key]?.owner }
+
+    public var keys: LazyMapCollection<HeldOwners, OwnerKey> { lazy.map(\.key) }
+    public var values: LazyMapCollection<HeldOwners, Owner> { lazy.map(\.value) }
+
+    public static func == (lhs: HeldOwners, rhs: HeldOwners) -> Bool {
+        lhs.count == rhs.count && lhs.hosts.allSatisfy { rhs.hosts[$0.key]?.owner == $0.value.owner }
+    }
+}
+
+/// The owners holding a record or a name on one interface (the indexes of `HeldHosts`), by primary MAC, in the
+/// order they came: the interface is the index key's, known to whoever looks. The first is kept inline: most
+/// records and names have one holder, and a list of its own for each of a quarter of a million records would be
+/// as many allocations.
+struct Holders: Sequence, ExpressibleByArrayLiteral, Sendable {
+    private var first: MACAddress?
+    private var rest: [MACAddress] = []
+
+    init(arrayLiteral macs: MACAddress...) {
+        for mac in macs { append(mac) }
+    }
+
+    var isEmpty: Bool { first == nil }
+    var last: MACAddress? { rest.last ?? first }
+
+    mutating func append(_ mac: MACAddress) {
+        if first == nil { first = mac } else { rest.append(mac) }
+    }
+
+    /// Appends `mac` unless it is the last already: an owner's records are indexed one after another, so a name
+    /// or record it holds already has it last.
+    mutating func appendUnlessLast(_ mac: MACAddress) {
+        if last != mac { append(mac) }
+    }
+
+    /// Removes the first occurrence of `mac`, if any.
+    mutating func removeFirst(_ mac: MACAddress) {
+        if first == mac {
+            first = rest.isEmpty ? nil : rest.removeFirst()
+        } else if let index = rest.firstIndex(of: mac) {
+            rest.remove(at: index)
+        }
+    }
+
+    /// Removes every occurrence of `mac`.
+    mutating func removeAll(_ mac: MACAddress) {
+        rest.removeAll { $0 == mac }
+        if first == mac { first = rest.isEmpty ? nil : rest.removeFirst() }
+    }
+
+    /// The holders as owners on `interface`.
+    func keys(on interface: InterfaceName) -> LazyMapSequence<Holders, OwnerKey> {
+        lazy.map { OwnerKey(interface: interface, primaryMAC: $0) }
+    }
+
+    func makeIterator() -> Iterator { Iterator(holders: self) }
+
+    struct Iterator: IteratorProtocol {
+        let holders: Holders
+        var position = -1
+
+        mutating func next() -> MACAddress? {
+            defer { position += 1 }
+            return position < 0 ? holders.first : position < holders.rest.count ? holders.rest[position] : nil
+        }
+    }
+}
+
+/// A held name as the indexes of names see it: a digest of the interface and the name folded to lower case.
+/// Names that differ only in case have the same digest; the rare different names with the same digest share a
+/// list of holders, and whoever looks a name up checks the holders' own records for it.
+struct NameDigest: Hashable, Sendable {
+    let value: Int
+
+    init(_ name: DNSName, interface: InterfaceName) {
+        var hasher = Hasher()
+        hasher.combine(interface)
+        name.hashIgnoringCase(into: &hasher)
+        value = hasher.finalize()
+    }
+}
+
+/// A held record as the index of holders sees it: a digest of the interface, the name folded to lower case, the
+/// type and the RDATA. Records that are the same (`sameRecord`) have the same digest; the rare different records
+/// with the same digest share a list of holders, and whoever looks a record up checks the holders' own records,
+/// so a shared digest never makes a record count as held.
+struct RecordDigest: Hashable, Sendable {
+    let value: Int
+
+    init(_ record: DNSRecord, interface: InterfaceName) {
+        self.init(record, name: NameDigest(record.name, interface: interface))
+    }
+
+    /// The digest of `record`, whose name's digest (`NameDigest`, which covers the interface) is `name`.
+    init(_ record: DNSRecord, name: NameDigest) {
+        var hasher = Hasher()
+        hasher.combine(name.value)
+        hasher.combine(record.type)
+        hasher.combine(record.rdata)
+        value = hasher.finalize()
+    }
+
+    /// The same record as far as holding goes: name in any case, same type and RDATA.
+    static func sameRecord(_ a: DNSRecord, _ b: DNSRecord) -> Bool {
+        a.type == b.type && a.rdata == b.rdata && a.name.caseInsensitiveEquals(b.name)
+    }
+}
+
+/// A solicited-node group joined on one interface.
+struct GroupKey: Hashable, Sendable {
+    var interface: InterfaceName
+    var group: IPv6Address
+}
+
+/// An address on one interface.
+struct NeighbourKey: Hashable, Sendable {
+    var interface: InterfaceName
+    var address: IPAddress
+}

@@ -1,0 +1,137 @@
+import DNSWire
+import NetworkAddresses
+
+/// A multicast response or announcement waiting for its time.
+struct PendingResponse: Sendable {
+    var due: UnixTime
+    var interface: InterfaceName
+    var group: Endpoint
+    var answers: [DNSRecord]
+    /// The querier whose truncated query (TC) may still be followed by more known answers.
+    var querier: Endpoint?
+    /// Announcements go out even if the records were multicast a moment ago (the second one is ~1 s later).
+    var isAnnouncement: Bool
+}
+
+/// What goes out by multicast, and when, and the answers worked out already: the responses waiting for their
+/// time (earliest first; those due at the same moment in the order they were scheduled), when each record was
+/// last multicast and last re-announced, and the answer cache. The rules are in `MulticastScheduling.swift` and
+/// `Answers.swift`.
+struct MulticastSchedule: Sendable {
+    /// Multicast responses and announcements waiting for their time (random delays, the second announcement).
+    private var pending = DeadlineHeap<PendingResponse>()
+    /// When each record was last multicast, per interface and family, for the once-a-second limit and for
+    /// answering QU questions by multicast when a record has not been multicast for a while.
+    private(set) var lastMulticast: [MulticastKey: UnixTime] = [:]
+    /// When each held record was last announced again after someone's goodbye for it.
+    private var reannouncedAt: [RecordIdentity: UnixTime] = [:]
+    /// Answers to recent questions (see `SleepProxyCore.cachedAnswer`), valid for one `HeldHosts.generation` and
+    /// until the advertisement changes: a query asked again and again is looked up once.
+    var answerCache: [AnswerCacheKey: CachedAnswer] = [:]
+    /// The generation of the held hosts the cached answers were worked out from.
+    private var answerGeneration: UInt64 = 0
+    static let answerCacheLimit = 4_096
+
+    // MARK: Responses
+
+    var pendingCount: Int { pending.count }
+    /// When the earliest waiting response is due.
+    var earliestDue: UnixTime? { pending.first?.time }
+
+    mutating func schedule(_ response: PendingResponse) {
+        pending.push(response, at: response.due)
+    }
+
+    /// Takes out the responses due by `now`, earliest first.
+    mutating func removeDue(by now: UnixTime) -> [PendingResponse] {
+        pending.popDue(by: now)
+    }
+
+    /// Changes every waiting response, then drops those `isGone` says went.
+    mutating func updatePending(
+        _ change: (inout PendingResponse) -> Void, dropping isGone: (PendingResponse) -> Bool = { _ in false }
+    ) {
+        pending.update(
+            { _, response in
+                change(&response)
+                return response.due
+            }, dropping: { _, response in isGone(response) })
+    }
+
+    // MARK: Multicast times
+
+    func lastMulticast(_ key: MulticastKey) -> UnixTime? { lastMulticast[key] }
+
+    mutating func noteMulticast(_ key: MulticastKey, at now: UnixTime) { lastMulticast[key] = now }
+
+    /// Forgets multicast times that no longer matter to any rule once the table outgrows the held records.
+    mutating func pruneMulticastTimes(recordCount: Int, now: UnixTime) {
+        guard lastMulticast.count > 4 * recordCount + 1024 else { return }
+        // Entries older than a TTL's quarter no longer matter; keep a few minutes' worth.
+        lastMulticast = lastMulticast.filter { now - $0.value < .seconds(1200) }
+    }
+
+    /// The records of `records` that may be announced again after a goodbye (at most once a second each, RFC 6762
+    /// section 6), noted as announced at `now`.
+    mutating func reannounce(_ records: [DNSRecord], recordCount: Int, now: UnixTime) -> [DNSRecord] {
+        let allowed = records.filter { record in
+            reannouncedAt[RecordIdentity(record)].map { now - $0 >= .seconds(1) } ?? true
+        }
+        for record in allowed { reannouncedAt[RecordIdentity(record)] = now }
+        if reannouncedAt.count > 4 * max(recordCount, 1_024) {
+            reannouncedAt = reannouncedAt.filter { now - $0.value < .seconds(1) }
+        }
+        return allowed
+    }
+
+    /// Moves every time by `step` (the clock stepped).
+    mutating func clockStepped(by step: Duration) {
+        updatePending { $0.due = $0.due + step }
+        lastMulticast = lastMulticast.mapValues { $0 + step }
+    }
+
+    // MARK: The answer cache
+
+    /// Empties the cache if it was worked out from another generation of held hosts.
+    mutating func keepAnswers(ofGeneration generation: UInt64) {
+        guard generation != answerGeneration else { return }
+        answerGeneration = generation
+        forgetAnswers()
+    }
+
+    mutating func forgetAnswers() {
+        if !answerCache.isEmpty { answerCache = [:] }
+    }
+
+    /// Keeps an answer; a full cache (a querier asking random names) starts over rather than grows.
+    mutating func cache(_ answer: CachedAnswer, for key: AnswerCacheKey) {
+        if answerCache.count >= Self.answerCacheLimit { answerCache.removeAll() }
+        answerCache[key] = answer
+    }
+}
+
+/// A question as the answer cache knows it: interface, name folded to lower case, type.
+struct AnswerCacheKey: Hashable, Sendable {
+    var interface: InterfaceName
+    var name: DNSName
+    var type: DNSType
+}
+
+struct CachedAnswer: Sendable {
+    var records: [DNSRecord]
+    /// The additional records for all of `records`, once a reply needed them.
+    var additionals: [DNSRecord]?
+    /// The encoded legacy-unicast reply to the one question asked exactly so (name in the case it was asked),
+    /// without known answers: the next such query gets a copy with its own ID.
+    var legacyReply: (question: DNSQuestion, bytes: [UInt8])?
+}
+
+/// A record as the once-a-second multicast limit sees it: its digest (interface, name in lower case, type, RDATA)
+/// and the family it went to. A digest, not a copy of the record: at 10,000 held hosts the table holds a million
+/// entries. Two different records with the same digest (among a million records, a chance of about 3 in 100 million
+/// that any two do; the hasher's seed is random per process, so it cannot be aimed at) would share a time: one of
+/// them might skip a multicast answer for a second, or answer a QU question by unicast, both harmless.
+struct MulticastKey: Hashable, Sendable {
+    var digest: RecordDigest
+    var ipv6: Bool
+}
