@@ -116,12 +116,13 @@ struct SleepClientLabTests {
                 lab, daemon: daemon, nic: nic, name: "sleeper.local")
 
             // It wakes: its addresses come back and the unit's stop runs `return`, whose announcement carries the
-            // next sequence number. The proxy lets go within a second, on that alone.
+            // next sequence number. The proxy lets go on that alone: well before any probe of its addresses could
+            // (the time allowed covers the client's start and its wait for carrier on a loaded machine).
             try lab.wake(.sleeper)
             let clock = ContinuousClock()
             let started = clock.now
             let returning = try lab.spawn(.sleeper, try Self.arguments(lab, "return"))
-            let released = try await eventually("the release", within: .seconds(1)) {
+            let released = try await eventually("the release", within: .seconds(5)) {
                 daemon.stderr.contains("released") ? clock.now : nil
             }
             print("release: \(started.duration(to: released)) after return started")
@@ -212,7 +213,7 @@ struct SleepClientLabTests {
             if sendings.count == 3 {
                 let gaps = zip(sendings.dropFirst(), sendings).map { $0 - $1 }
                 #expect(
-                    gaps.allSatisfy { $0 >= .milliseconds(900) && $0 <= .milliseconds(1_300) },
+                    gaps.allSatisfy { $0 >= .milliseconds(900) && $0 <= .milliseconds(1_800) },
                     "a second apart: \(gaps)")
             }
         }
