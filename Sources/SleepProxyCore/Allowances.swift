@@ -79,10 +79,9 @@ struct Allowances: Sendable {
         var suppressed = 0
     }
 
-    /// What to say of one refusal.
+    /// What to say of one refusal (all false and zero: a rate-limited refusal from a source already recorded this
+    /// minute, only counted).
     struct RefusalNotice: Hashable, Sendable {
-        /// A rate-limited refusal from a source already recorded this minute: nothing but the count.
-        var silent = false
         /// Refusals of this source not recorded in its last minute, to be recorded as one event now.
         var unrecordedBefore = 0
         var record = false
@@ -121,9 +120,9 @@ struct Allowances: Sendable {
             let first = rateLimitRecorded.update(
                 source, now: now, fresh: { nil }, isSpent: { Self.spent($0, now: now) },
                 change: { Self.due(&$0, now: now) })
+            // Counted among the unlogged, said once the minute is over.
             guard first else {
                 refusalLog?.suppressed += 1
-                notice.silent = true
                 return notice
             }
         }
