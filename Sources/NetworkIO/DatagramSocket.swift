@@ -132,10 +132,10 @@ public final class DatagramSocket: Sendable {
     /// `SO_REUSEADDR` is set, so on Linux a second socket of this kind may bind the same port on the same interface;
     /// the kernel then delivers each unicast datagram to only one of them, the most recently bound.
     ///
-    /// - Throws: ``DatagramSocketError`` with code ``DatagramSocketError/Code/interfaceNotFound`` if there is no
-    ///   such interface in the calling thread's network namespace, ``DatagramSocketError/Code/addressInUse`` if
-    ///   another socket holds the port without `SO_REUSEADDR`, ``DatagramSocketError/Code/permissionDenied``
-    ///   if a capability is missing, ``DatagramSocketError/Code/openFailed`` otherwise.
+    /// - Throws: ``SystemError`` with code ``SystemError/Code/interfaceNotFound`` if there is no
+    ///   such interface in the calling thread's network namespace, ``SystemError/Code/addressInUse`` if
+    ///   another socket holds the port without `SO_REUSEADDR`, ``SystemError/Code/permissionDenied``
+    ///   if a capability is missing, ``SystemError/Code/openFailed`` otherwise.
     public convenience init(family: Family, interface: String, port: UInt16) throws {
         // An unknown name leaves the index 0: SO_BINDTODEVICE then reports the missing interface.
         try self.init(
@@ -175,14 +175,14 @@ public final class DatagramSocket: Sendable {
     ///
     /// Closing the socket leaves the group.
     ///
-    /// - Throws: ``DatagramSocketError`` with code ``DatagramSocketError/Code/interfaceNotFound`` if the calling
-    ///   thread's network namespace has no such interface, ``DatagramSocketError/Code/addressInUse`` if another
-    ///   socket holds port 5353 without `SO_REUSEADDR`, ``DatagramSocketError/Code/permissionDenied`` if a
-    ///   capability is missing, ``DatagramSocketError/Code/openFailed`` otherwise.
+    /// - Throws: ``SystemError`` with code ``SystemError/Code/interfaceNotFound`` if the calling
+    ///   thread's network namespace has no such interface, ``SystemError/Code/addressInUse`` if another
+    ///   socket holds port 5353 without `SO_REUSEADDR`, ``SystemError/Code/permissionDenied`` if a
+    ///   capability is missing, ``SystemError/Code/openFailed`` otherwise.
     public static func multicastDNS(family: Family, interfaceIndex: UInt32) throws -> DatagramSocket {
         let group = family.multicastDNSGroup
         guard let name = NetworkInterface.name(ofIndex: interfaceIndex) else {
-            throw DatagramSocketError.interfaceNotFound(
+            throw SystemError.interfaceNotFound(
                 index: interfaceIndex,
                 socket: Endpoint(address: group, port: MulticastDNS.port)
             )
@@ -214,7 +214,7 @@ public final class DatagramSocket: Sendable {
             }
         }
         guard result >= 0 else {
-            throw DatagramSocketError.openFailed(
+            throw SystemError.openFailed(
                 step: failedStep,
                 errno: -result,
                 socket: DatagramSocketName(
@@ -247,12 +247,12 @@ public final class DatagramSocket: Sendable {
     /// sent to the group on this interface (our own multicast included, looped back); its
     /// ``ReceivedDatagram/destination`` is the group.
     ///
-    /// - Throws: ``DatagramSocketError`` with code ``DatagramSocketError/Code/closed`` after ``close()``,
-    ///   ``DatagramSocketError/Code/receiveFailed`` if `recvmsg` fails or the kernel reported no packet info.
+    /// - Throws: ``SystemError`` with code ``SystemError/Code/closed`` after ``close()``,
+    ///   ``SystemError/Code/receiveFailed`` if `recvmsg` fails or the kernel reported no packet info.
     public func receive() throws -> ReceivedDatagram? {
-        try state.withLock { state throws(DatagramSocketError) -> ReceivedDatagram? in
+        try state.withLock { state throws(SystemError) -> ReceivedDatagram? in
             guard state.descriptor >= 0 else {
-                throw DatagramSocketError.closed(operation: "receive", socket: name)
+                throw SystemError.closed(operation: "receive", socket: name)
             }
             var info = sp_udp_datagram_info()
             let descriptor = state.descriptor
@@ -262,17 +262,17 @@ public final class DatagramSocket: Sendable {
             if count < 0 {
                 let code = Int32(-count)
                 if code == EAGAIN || code == EWOULDBLOCK { return nil }
-                throw DatagramSocketError.receiveFailed(socket: name, errno: code)
+                throw SystemError.receiveFailed(socket: name, errno: code)
             }
             guard let sourceAddress = Self.address(family: info.source_family, bytes: info.source_address) else {
-                throw DatagramSocketError.receiveFailed(
+                throw SystemError.receiveFailed(
                     socket: name,
                     problem: "the source address has unknown family \(info.source_family)"
                 )
             }
             guard let destination = Self.address(family: info.destination_family, bytes: info.destination_address)
             else {
-                throw DatagramSocketError.receiveFailed(
+                throw SystemError.receiveFailed(
                     socket: name,
                     problem: "no packet info arrived with the datagram from \(sourceAddress)"
                 )
@@ -303,8 +303,8 @@ public final class DatagramSocket: Sendable {
     ///     lets Linux choose (see ``multicastDNS(family:interfaceIndex:)``).
     ///   - interfaceIndex: the outgoing interface; `nil` is ``interfaceIndex``, 0 lets the kernel choose (the
     ///     socket's interface).
-    /// - Throws: ``DatagramSocketError`` with code ``DatagramSocketError/Code/addressFamilyMismatch``,
-    ///   ``DatagramSocketError/Code/sendFailed`` or ``DatagramSocketError/Code/closed``.
+    /// - Throws: ``SystemError`` with code ``SystemError/Code/addressFamilyMismatch``,
+    ///   ``SystemError/Code/sendFailed`` or ``SystemError/Code/closed``.
     public func send(
         _ bytes: [UInt8],
         to destination: Endpoint,
@@ -319,11 +319,11 @@ public final class DatagramSocket: Sendable {
             return "UDP\(from) to \(destination)"
         }
         if !family.contains(destination.address) {
-            throw DatagramSocketError.addressFamilyMismatch(
+            throw SystemError.addressFamilyMismatch(
                 send: what(), socket: name, address: destination.address, family: family)
         }
         if let source, !family.contains(source) {
-            throw DatagramSocketError.addressFamilyMismatch(send: what(), socket: name, address: source, family: family)
+            throw SystemError.addressFamilyMismatch(send: what(), socket: name, address: source, family: family)
         }
         let outgoing = interfaceIndex ?? self.interfaceIndex
         let scope = scopeID == 0 && destination.address == groupAddress ? outgoing : scopeID
@@ -334,9 +334,9 @@ public final class DatagramSocket: Sendable {
             default: " (outgoing interface index \(outgoing))"
             }
         }
-        try state.withLock { state throws(DatagramSocketError) in
+        try state.withLock { state throws(SystemError) in
             guard state.descriptor >= 0 else {
-                throw DatagramSocketError.closed(operation: "send \(what())", socket: name)
+                throw SystemError.closed(operation: "send \(what())", socket: name)
             }
             let descriptor = state.descriptor
             let addressFamily = family.addressFamily
@@ -358,10 +358,10 @@ public final class DatagramSocket: Sendable {
                 }
             }
             if result < 0 {
-                throw DatagramSocketError.sendFailed(send: what(), socket: "\(name)\(via())", errno: Int32(-result))
+                throw SystemError.sendFailed(send: what(), socket: "\(name)\(via())", errno: Int32(-result))
             }
             if result != bytes.count {
-                throw DatagramSocketError.sendFailed(
+                throw SystemError.sendFailed(
                     send: what(),
                     socket: "\(name)\(via())",
                     problem: "only \(result) of \(bytes.count) bytes were sent"
@@ -376,11 +376,11 @@ public final class DatagramSocket: Sendable {
     public func discardInput() throws {
         try state.withLock { state in
             guard state.descriptor >= 0 else {
-                throw DatagramSocketError.closed(operation: "discard input", socket: name)
+                throw SystemError.closed(operation: "discard input", socket: name)
             }
             let result = sp_discard_input(state.descriptor)
             if result < 0 {
-                throw DatagramSocketError.openFailed(
+                throw SystemError.openFailed(
                     call: SystemCallError("attach a socket filter to \(name)", code: -result))
             }
         }
@@ -493,89 +493,17 @@ struct DatagramSocketName: Sendable, CustomStringConvertible {
     }
 }
 
-/// An error from opening or using a ``DatagramSocket``.
-///
-/// Compare ``code`` to tell failures apart; ``description`` names the operation, the address and port, the
-/// interface and the system's reason, e.g. `bind UDP [::]:5354 on eth0 (index 2): Address already in use (another
-/// socket holds port 5354 without SO_REUSEADDR)`.
-public struct DatagramSocketError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// What kind of failure this is.
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private enum Backing: Sendable, Hashable {
-            case interfaceNotFound
-            case permissionDenied
-            case addressInUse
-            case openFailed
-            case receiveFailed
-            case sendFailed
-            case addressFamilyMismatch
-            case closed
-        }
-
-        private let backing: Backing
-
-        private init(_ backing: Backing) {
-            self.backing = backing
-        }
-
-        /// No such interface exists in the calling thread's network namespace (or the name is empty or longer than
-        /// 15 bytes).
-        public static let interfaceNotFound = Code(.interfaceNotFound)
-        /// A capability is missing (`CAP_NET_RAW` to bind to an interface before Linux 5.7,
-        /// `CAP_NET_BIND_SERVICE` for a port below 1024).
-        public static let permissionDenied = Code(.permissionDenied)
-        /// Another socket holds the port (for the address, or for the wildcard) without `SO_REUSEADDR`.
-        public static let addressInUse = Code(.addressInUse)
-        /// Opening failed for another reason.
-        public static let openFailed = Code(.openFailed)
-        /// `recvmsg` failed, or the datagram came without what the socket needs to know.
-        public static let receiveFailed = Code(.receiveFailed)
-        /// `sendmsg` failed.
-        public static let sendFailed = Code(.sendFailed)
-        /// A destination or source address is not of the socket's family.
-        public static let addressFamilyMismatch = Code(.addressFamilyMismatch)
-        /// The socket was already closed.
-        public static let closed = Code(.closed)
-
-        public var description: String {
-            switch backing {
-            case .interfaceNotFound: "interface not found"
-            case .permissionDenied: "permission denied"
-            case .addressInUse: "address in use"
-            case .openFailed: "open failed"
-            case .receiveFailed: "receive failed"
-            case .sendFailed: "send failed"
-            case .addressFamilyMismatch: "address family mismatch"
-            case .closed: "closed"
-            }
-        }
-    }
-
-    public let code: Code
-    /// The system call that failed, with its `errno`, if one failed.
-    public let systemCallError: SystemCallError?
-    public let description: String
-
-    /// The `errno` of the failed system call, if one failed.
-    public var errorNumber: Int32? { systemCallError?.code }
-
-    /// A failed system call, described as the call and the system's reason, then `hint`.
-    private init(_ code: Code, _ call: SystemCallError, hint: String = "") {
-        self.code = code
-        self.systemCallError = call
-        self.description = "\(call)\(hint)"
-    }
-
+/// The errors of a ``DatagramSocket``: each names the operation, the address and port, the interface and the
+/// system's reason.
+extension SystemError {
     /// A failure that `problem` explains better than the system's reason for `call`, if there was a call.
     private init(_ code: Code, operation: String, problem: String, call: SystemCallError? = nil) {
-        self.code = code
-        self.systemCallError = call
-        self.description = "\(operation): \(problem)"
+        self.init(code, "\(operation): \(problem)", call: call)
     }
 
-    static func interfaceNotFound(index: UInt32, socket: Endpoint) -> DatagramSocketError {
+    static func interfaceNotFound(index: UInt32, socket: Endpoint) -> SystemError {
         let operation = "open UDP \(socket) on interface index \(index)"
-        return DatagramSocketError(
+        return SystemError(
             .interfaceNotFound,
             operation: operation,
             problem: "there is no interface with index \(index) in this network namespace",
@@ -584,7 +512,7 @@ public struct DatagramSocketError: Error, Sendable, Hashable, CustomStringConver
     }
 
     /// Maps a failed `sp_udp_socket` to an error.
-    static func openFailed(step: sp_udp_step, errno number: Int32, socket: DatagramSocketName) -> DatagramSocketError {
+    static func openFailed(step: sp_udp_step, errno number: Int32, socket: DatagramSocketName) -> SystemError {
         let v4 = socket.family == .ipv4
         let name = socket.interfaceName
         let operation =
@@ -609,62 +537,62 @@ public struct DatagramSocketError: Error, Sendable, Hashable, CustomStringConver
         let nameLength = name.utf8.count
         switch number {
         case EINVAL where step == .bindToDevice && !(1..<Int(IFNAMSIZ)).contains(nameLength):
-            return DatagramSocketError(
+            return SystemError(
                 .interfaceNotFound,
                 operation: operation,
                 problem: "invalid interface name (\(nameLength) bytes; a name has 1 to \(IFNAMSIZ - 1))",
                 call: call
             )
         case ENODEV, ENXIO:
-            return DatagramSocketError(
+            return SystemError(
                 .interfaceNotFound,
                 call,
                 hint: "; there is no interface '\(name)' in this network namespace"
             )
         case EPERM where step == .bindToDevice, EACCES where step == .bindToDevice:
-            return DatagramSocketError(
+            return SystemError(
                 .permissionDenied,
                 call,
                 hint: "; binding a socket to an interface needs CAP_NET_RAW"
             )
         case EPERM where step == .bind && (1..<1024).contains(socket.port),
             EACCES where step == .bind && (1..<1024).contains(socket.port):
-            return DatagramSocketError(
+            return SystemError(
                 .permissionDenied,
                 call,
                 hint: "; ports below 1024 need CAP_NET_BIND_SERVICE"
             )
         case EPERM, EACCES:
-            return DatagramSocketError(.permissionDenied, call)
+            return SystemError(.permissionDenied, call)
         case EADDRINUSE where step == .bind:
-            return DatagramSocketError(
+            return SystemError(
                 .addressInUse,
                 call,
                 hint: " (another socket holds port \(socket.port) without SO_REUSEADDR)"
             )
         default:
-            return DatagramSocketError(.openFailed, call)
+            return SystemError(.openFailed, call)
         }
     }
 
-    static func openFailed(call: SystemCallError) -> DatagramSocketError {
-        DatagramSocketError(.openFailed, call)
+    static func openFailed(call: SystemCallError) -> SystemError {
+        SystemError(.openFailed, call)
     }
 
-    static func receiveFailed(socket: DatagramSocketName, errno code: Int32) -> DatagramSocketError {
-        DatagramSocketError(.receiveFailed, SystemCallError("receive on \(socket)", code: code))
+    static func receiveFailed(socket: DatagramSocketName, errno code: Int32) -> SystemError {
+        SystemError(.receiveFailed, SystemCallError("receive on \(socket)", code: code))
     }
 
-    static func receiveFailed(socket: DatagramSocketName, problem: String) -> DatagramSocketError {
-        DatagramSocketError(.receiveFailed, operation: "receive on \(socket)", problem: problem)
+    static func receiveFailed(socket: DatagramSocketName, problem: String) -> SystemError {
+        SystemError(.receiveFailed, operation: "receive on \(socket)", problem: problem)
     }
 
-    static func sendFailed(send what: String, socket: String, errno code: Int32) -> DatagramSocketError {
-        DatagramSocketError(.sendFailed, SystemCallError("send \(what) on \(socket)", code: code))
+    static func sendFailed(send what: String, socket: String, errno code: Int32) -> SystemError {
+        SystemError(.sendFailed, SystemCallError("send \(what) on \(socket)", code: code))
     }
 
-    static func sendFailed(send what: String, socket: String, problem: String) -> DatagramSocketError {
-        DatagramSocketError(.sendFailed, operation: "send \(what) on \(socket)", problem: problem)
+    static func sendFailed(send what: String, socket: String, problem: String) -> SystemError {
+        SystemError(.sendFailed, operation: "send \(what) on \(socket)", problem: problem)
     }
 
     static func addressFamilyMismatch(
@@ -672,15 +600,15 @@ public struct DatagramSocketError: Error, Sendable, Hashable, CustomStringConver
         socket: DatagramSocketName,
         address: IPAddress,
         family: DatagramSocket.Family
-    ) -> DatagramSocketError {
-        DatagramSocketError(
+    ) -> SystemError {
+        SystemError(
             .addressFamilyMismatch,
             operation: "send \(what) on \(socket)",
             problem: "\(address) is not an \(family) address"
         )
     }
 
-    static func closed(operation: String, socket: DatagramSocketName) -> DatagramSocketError {
-        DatagramSocketError(.closed, operation: "\(operation) on \(socket)", problem: "the socket is closed")
+    static func closed(operation: String, socket: DatagramSocketName) -> SystemError {
+        SystemError(.closed, operation: "\(operation) on \(socket)", problem: "the socket is closed")
     }
 }

@@ -78,7 +78,7 @@ public struct NetworkInterface: Sendable, Hashable {
     public static func all() throws -> [NetworkInterface] {
         var list: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&list) == 0 else {
-            throw NetworkInterfaceError.listFailed(SystemCallError("list the network interfaces (getifaddrs)"))
+            throw SystemError.listFailed(SystemCallError("list the network interfaces (getifaddrs)"))
         }
         defer { freeifaddrs(list) }
 
@@ -144,10 +144,10 @@ public struct NetworkInterface: Sendable, Hashable {
 
     /// The interface called `name` in the calling thread's network namespace.
     ///
-    /// - Throws: ``NetworkInterfaceError`` with code ``NetworkInterfaceError/Code/notFound`` if there is none.
+    /// - Throws: ``SystemError`` with code ``SystemError/Code/notFound`` if there is none.
     public static func named(_ name: String) throws -> NetworkInterface {
         guard let interface = try all().first(where: { $0.name == name }) else {
-            throw NetworkInterfaceError.notFound(name)
+            throw SystemError.interfaceNotFound(name)
         }
         return interface
     }
@@ -175,49 +175,13 @@ public struct NetworkInterface: Sendable, Hashable {
     }
 }
 
-/// An error from looking up a ``NetworkInterface``.
-public struct NetworkInterfaceError: Error, Sendable, Hashable, CustomStringConvertible {
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private enum Backing: Sendable, Hashable {
-            case notFound
-            case systemCallFailed
-        }
-
-        private let backing: Backing
-
-        private init(_ backing: Backing) {
-            self.backing = backing
-        }
-
-        /// No interface of that name exists in the calling thread's network namespace.
-        public static let notFound = Code(.notFound)
-        /// Listing the interfaces failed.
-        public static let systemCallFailed = Code(.systemCallFailed)
-
-        public var description: String {
-            switch backing {
-            case .notFound: "not found"
-            case .systemCallFailed: "system call failed"
-            }
-        }
+/// The errors of looking up a ``NetworkInterface``.
+extension SystemError {
+    static func interfaceNotFound(_ name: String) -> SystemError {
+        SystemError(.interfaceNotFound, "no interface '\(name)' in this network namespace")
     }
 
-    public let code: Code
-    /// The system call that failed, with its `errno`, if one failed.
-    public let systemCallError: SystemCallError?
-    public let description: String
-
-    private init(_ code: Code, _ description: String, call: SystemCallError? = nil) {
-        self.code = code
-        self.description = description
-        self.systemCallError = call
-    }
-
-    static func notFound(_ name: String) -> NetworkInterfaceError {
-        NetworkInterfaceError(.notFound, "no interface '\(name)' in this network namespace")
-    }
-
-    static func listFailed(_ call: SystemCallError) -> NetworkInterfaceError {
-        NetworkInterfaceError(.systemCallFailed, call.description, call: call)
+    static func listFailed(_ call: SystemCallError) -> SystemError {
+        SystemError(.systemCallFailed, call)
     }
 }

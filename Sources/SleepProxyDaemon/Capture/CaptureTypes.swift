@@ -51,28 +51,16 @@ extension PacketCapture {
     }
 
     /// Which frames to capture by direction relative to the interface.
-    public struct Direction: Sendable, Hashable, CustomStringConvertible {
-        enum Backing: Sendable, Hashable {
-            case both
-            case incoming
-            case outgoing
-        }
-
-        let backing: Backing
-
-        private init(_ backing: Backing) {
-            self.backing = backing
-        }
-
+    public enum Direction: Sendable, Hashable, CustomStringConvertible {
         /// Frames received and sent by the interface (the default).
-        public static let both = Direction(.both)
+        case both
         /// Only frames the interface received.
-        public static let incoming = Direction(.incoming)
+        case incoming
         /// Only frames the interface sent (by any socket other than this handle).
-        public static let outgoing = Direction(.outgoing)
+        case outgoing
 
         public var description: String {
-            switch backing {
+            switch self {
             case .both: "both"
             case .incoming: "incoming"
             case .outgoing: "outgoing"

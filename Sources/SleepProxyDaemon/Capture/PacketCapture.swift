@@ -1,5 +1,6 @@
 import CPcap
 public import Dispatch
+import NetworkIO
 
 #if canImport(Glibc)
     import Glibc
@@ -39,8 +40,8 @@ public final class PacketCapture: Sendable {
     ///
     /// Immediate mode is always on, so frames are delivered as soon as they arrive.
     ///
-    /// - Throws: ``PacketCaptureError`` with code ``PacketCaptureError/Code/interfaceNotFound``,
-    ///   ``PacketCaptureError/Code/permissionDenied`` (needs `CAP_NET_RAW`), or another open failure.
+    /// - Throws: ``SystemError`` with code ``SystemError/Code/interfaceNotFound``,
+    ///   ``SystemError/Code/permissionDenied`` (needs `CAP_NET_RAW`), or another open failure.
     public convenience init(interface: String, options: Options = Options()) throws {
         let (stream, continuation) = AsyncStream.makeStream(
             of: CapturedFrame.self,
@@ -132,11 +133,11 @@ public final class PacketCapture: Sendable {
     public func setFilter(_ expression: String) throws {
         try onQueue {
             guard let handle = owner.handle, !owner.closing else {
-                throw PacketCaptureError.closed(interface: interfaceName, operation: "set filter '\(expression)'")
+                throw SystemError.closed(interface: interfaceName, operation: "set filter '\(expression)'")
             }
             var program = bpf_program()
             guard pcap_compile(handle, &program, expression, 1, bpf_u_int32(PCAP_NETMASK_UNKNOWN)) == 0 else {
-                throw PacketCaptureError.invalidFilter(
+                throw SystemError.invalidFilter(
                     interface: interfaceName,
                     expression: expression,
                     message: String(cString: pcap_geterr(handle))
@@ -144,7 +145,7 @@ public final class PacketCapture: Sendable {
             }
             defer { pcap_freecode(&program) }
             guard pcap_setfilter(handle, &program) == 0 else {
-                throw PacketCaptureError.filterFailed(
+                throw SystemError.filterFailed(
                     interface: interfaceName,
                     expression: expression,
                     message: String(cString: pcap_geterr(handle))
@@ -159,10 +160,10 @@ public final class PacketCapture: Sendable {
     public func inject(_ frame: [UInt8]) throws {
         try onQueue {
             guard let handle = owner.handle, !owner.closing else {
-                throw PacketCaptureError.closed(interface: interfaceName, operation: "inject a frame")
+                throw SystemError.closed(interface: interfaceName, operation: "inject a frame")
             }
             guard frame.count >= 14 else {
-                throw PacketCaptureError.injectFailed(
+                throw SystemError.injectFailed(
                     interface: interfaceName,
                     length: frame.count,
                     message: "a frame needs at least the 14-byte Ethernet header"
@@ -170,14 +171,14 @@ public final class PacketCapture: Sendable {
             }
             let written = frame.withUnsafeBytes { pcap_inject(handle, $0.baseAddress, $0.count) }
             guard written >= 0 else {
-                throw PacketCaptureError.injectFailed(
+                throw SystemError.injectFailed(
                     interface: interfaceName,
                     length: frame.count,
                     message: String(cString: pcap_geterr(handle))
                 )
             }
             guard written == frame.count else {
-                throw PacketCaptureError.shortWrite(
+                throw SystemError.shortWrite(
                     interface: interfaceName,
                     length: frame.count,
                     written: Int(written)
@@ -190,11 +191,11 @@ public final class PacketCapture: Sendable {
     public func statistics() throws -> Statistics {
         try onQueue {
             guard let handle = owner.handle, !owner.closing else {
-                throw PacketCaptureError.closed(interface: interfaceName, operation: "read statistics")
+                throw SystemError.closed(interface: interfaceName, operation: "read statistics")
             }
             var stat = pcap_stat()
             guard pcap_stats(handle, &stat) == 0 else {
-                throw PacketCaptureError.statisticsFailed(
+                throw SystemError.statisticsFailed(
                     interface: interfaceName,
                     message: String(cString: pcap_geterr(handle))
                 )
@@ -228,7 +229,7 @@ public final class PacketCapture: Sendable {
     private static func open(interface: String, options: Options) throws -> OpaquePointer {
         var errorBuffer = [CChar](repeating: 0, count: Int(PCAP_ERRBUF_SIZE))
         guard let handle = pcap_create(interface, &errorBuffer) else {
-            throw PacketCaptureError.openFailure(
+            throw SystemError.openFailure(
                 interface: interface,
                 status: PCAP_ERROR,
                 message: cString(errorBuffer)
@@ -238,7 +239,7 @@ public final class PacketCapture: Sendable {
             guard status == 0 else {
                 let message = String(cString: pcap_geterr(handle))
                 pcap_close(handle)
-                throw PacketCaptureError.configuration(
+                throw SystemError.configuration(
                     interface: interface,
                     setting: setting,
                     status: status,
@@ -260,20 +261,20 @@ public final class PacketCapture: Sendable {
         if status < 0 {
             let message = String(cString: pcap_geterr(handle))
             pcap_close(handle)
-            throw PacketCaptureError.openFailure(interface: interface, status: status, message: message)
+            throw SystemError.openFailure(interface: interface, status: status, message: message)
         }
         // A positive status is a warning (e.g. promiscuous mode unsupported): the handle works.
 
         guard pcap_setnonblock(handle, 1, &errorBuffer) == 0 else {
             pcap_close(handle)
-            throw PacketCaptureError.configuration(
+            throw SystemError.configuration(
                 interface: interface,
                 setting: "non-blocking mode",
                 status: PCAP_ERROR,
                 message: cString(errorBuffer)
             )
         }
-        switch options.direction.backing {
+        switch options.direction {
         case .both:
             break
         case .incoming:
@@ -283,7 +284,7 @@ public final class PacketCapture: Sendable {
         }
         guard pcap_get_selectable_fd(handle) >= 0 else {
             pcap_close(handle)
-            throw PacketCaptureError.configuration(
+            throw SystemError.configuration(
                 interface: interface,
                 setting: "selectable descriptor",
                 status: PCAP_ERROR,

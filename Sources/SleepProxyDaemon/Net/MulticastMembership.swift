@@ -1,6 +1,6 @@
 import CNetSupport
 public import NetworkAddresses
-public import NetworkIO
+import NetworkIO
 import Synchronization
 
 #if canImport(Glibc)
@@ -27,7 +27,7 @@ import Synchronization
 /// default on recent kernels, where the setting is per network namespace) 2340. So a join that fails with
 /// `ENOMEM` (or `ENOBUFS`) moves on to another socket, opening one when all are full; a socket whose last group
 /// is left is closed (the first one stays). Only if a fresh socket cannot take even one group does ``join(_:)``
-/// fail, with ``MulticastMembershipError/Code/limitReached``. Joining and leaving cost time linear in the
+/// fail, with ``SystemError/Code/limitReached``. Joining and leaving cost time linear in the
 /// socket's and the interface's number of groups (the kernel walks both lists); 1,000 groups take milliseconds.
 ///
 /// ``join(_:)`` and ``leave(_:)`` are idempotent: joining a group already joined and leaving one not joined do
@@ -37,7 +37,7 @@ import Synchronization
 ///
 /// The sockets are created on the calling thread (the first by the initialiser, the others by ``join(_:)``) and
 /// belong to that thread's network namespace: join from the namespace the membership was opened in. A join that
-/// needs a new socket on a thread in another namespace fails with ``MulticastMembershipError/Code/wrongNamespace``
+/// needs a new socket on a thread in another namespace fails with ``SystemError/Code/wrongNamespace``
 /// rather than join the group on some other namespace's interface. It is `Sendable`: the sockets sit behind a
 /// lock, and no method blocks.
 public final class MulticastMembership: Sendable {
@@ -69,16 +69,16 @@ public final class MulticastMembership: Sendable {
     /// Prepares to join groups on the interface with index `interfaceIndex` in the calling thread's network
     /// namespace, opening the first socket.
     ///
-    /// - Throws: ``MulticastMembershipError`` with code ``MulticastMembershipError/Code/interfaceNotFound`` if the
-    ///   namespace has no such interface (or `interfaceIndex` is 0), ``MulticastMembershipError/Code/openFailed``
+    /// - Throws: ``SystemError`` with code ``SystemError/Code/interfaceNotFound`` if the
+    ///   namespace has no such interface (or `interfaceIndex` is 0), ``SystemError/Code/openFailed``
     ///   if the socket cannot be opened.
     public init(interfaceIndex: UInt32) throws {
         guard let name = NetworkInterface.name(ofIndex: interfaceIndex) else {
-            throw MulticastMembershipError.interfaceNotFound(index: interfaceIndex)
+            throw SystemError.membershipInterfaceNotFound(index: interfaceIndex)
         }
         let descriptor = sp_ipv6_membership_socket()
         guard descriptor >= 0 else {
-            throw MulticastMembershipError.openFailed(
+            throw SystemError.openFailed(
                 errno: -descriptor, interface: "\(name) (index \(interfaceIndex))")
         }
         self.interfaceIndex = interfaceIndex
@@ -104,23 +104,23 @@ public final class MulticastMembership: Sendable {
     /// Joins `group` on the interface, unless it is joined already.
     ///
     /// - Returns: `true` if the group was joined now, `false` if it had been joined before.
-    /// - Throws: ``MulticastMembershipError`` with code ``MulticastMembershipError/Code/invalidGroup`` if `group`
-    ///   is not a multicast address, ``MulticastMembershipError/Code/interfaceNotFound`` if the interface is gone,
-    ///   ``MulticastMembershipError/Code/limitReached`` if even a fresh socket cannot take the group,
-    ///   ``MulticastMembershipError/Code/wrongNamespace`` if a new socket is needed and the calling thread is in
+    /// - Throws: ``SystemError`` with code ``SystemError/Code/invalidGroup`` if `group`
+    ///   is not a multicast address, ``SystemError/Code/interfaceNotFound`` if the interface is gone,
+    ///   ``SystemError/Code/limitReached`` if even a fresh socket cannot take the group,
+    ///   ``SystemError/Code/wrongNamespace`` if a new socket is needed and the calling thread is in
     ///   another network namespace,
-    ///   ``MulticastMembershipError/Code/closed`` after ``close()``, ``MulticastMembershipError/Code/joinFailed``
+    ///   ``SystemError/Code/closed`` after ``close()``, ``SystemError/Code/joinFailed``
     ///   otherwise.
     @discardableResult
     public func join(_ group: IPv6Address) throws -> Bool {
         let interface = describeInterface()
         let interfaceIndex = interfaceIndex
         guard group.isMulticast else {
-            throw MulticastMembershipError.invalidGroup(group, interface: interface)
+            throw SystemError.invalidGroup(group, interface: interface)
         }
-        return try state.withLock { state throws(MulticastMembershipError) -> Bool in
+        return try state.withLock { state throws(SystemError) -> Bool in
             guard !state.isClosed else {
-                throw MulticastMembershipError.closed(operation: "join \(group)", interface: interface)
+                throw SystemError.membershipClosed(operation: "join \(group)", interface: interface)
             }
             guard state.groups[group] == nil else { return false }
             for index in state.holders.indices where !state.holders[index].isFull {
@@ -132,23 +132,23 @@ public final class MulticastMembership: Sendable {
                     return true
                 }
                 guard Self.isOutOfOptionMemory(-result) else {
-                    throw MulticastMembershipError.changeFailed(
+                    throw SystemError.changeFailed(
                         join: true, group: group, interface: interface, errno: -result)
                 }
                 state.holders[index].isFull = true
             }
             if let namespace, NamespaceIdentity.current() != namespace {
-                throw MulticastMembershipError.wrongNamespace(group: group, interface: interface)
+                throw SystemError.wrongNamespace(group: group, interface: interface)
             }
             let descriptor = sp_ipv6_membership_socket()
             guard descriptor >= 0 else {
-                throw MulticastMembershipError.openFailed(errno: -descriptor, interface: interface)
+                throw SystemError.openFailed(errno: -descriptor, interface: interface)
             }
             let result = Self.change(descriptor, join: true, group: group, interfaceIndex: interfaceIndex)
             guard result == 0 else {
                 _ = Glibc.close(descriptor)
                 if Self.isOutOfOptionMemory(-result) {
-                    throw MulticastMembershipError.limitReached(
+                    throw SystemError.limitReached(
                         group: group,
                         interface: interface,
                         errno: -result,
@@ -156,7 +156,7 @@ public final class MulticastMembership: Sendable {
                         sockets: state.holders.count
                     )
                 }
-                throw MulticastMembershipError.changeFailed(
+                throw SystemError.changeFailed(
                     join: true, group: group, interface: interface, errno: -result)
             }
             state.holders.append(Holder(descriptor: descriptor, count: 1, isFull: false))
@@ -168,22 +168,22 @@ public final class MulticastMembership: Sendable {
     /// Leaves `group` on the interface, if it was joined through this membership.
     ///
     /// - Returns: `true` if the group was left now, `false` if it had not been joined.
-    /// - Throws: ``MulticastMembershipError`` with code ``MulticastMembershipError/Code/closed`` after
-    ///   ``close()``, ``MulticastMembershipError/Code/leaveFailed`` if the kernel refuses (the group then stays
+    /// - Throws: ``SystemError`` with code ``SystemError/Code/closed`` after
+    ///   ``close()``, ``SystemError/Code/leaveFailed`` if the kernel refuses (the group then stays
     ///   in ``joined``).
     @discardableResult
     public func leave(_ group: IPv6Address) throws -> Bool {
         let interface = describeInterface()
         let interfaceIndex = interfaceIndex
-        return try state.withLock { state throws(MulticastMembershipError) -> Bool in
+        return try state.withLock { state throws(SystemError) -> Bool in
             guard !state.isClosed else {
-                throw MulticastMembershipError.closed(operation: "leave \(group)", interface: interface)
+                throw SystemError.membershipClosed(operation: "leave \(group)", interface: interface)
             }
             guard let descriptor = state.groups[group] else { return false }
             let result = Self.change(descriptor, join: false, group: group, interfaceIndex: interfaceIndex)
             // EADDRNOTAVAIL: the kernel holds no such membership on the socket; it is gone either way.
             guard result == 0 || result == -EADDRNOTAVAIL else {
-                throw MulticastMembershipError.changeFailed(
+                throw SystemError.changeFailed(
                     join: false, group: group, interface: interface, errno: -result)
             }
             state.groups[group] = nil
@@ -200,7 +200,7 @@ public final class MulticastMembership: Sendable {
     }
 
     /// Leaves every group by closing every socket. Safe to call more than once; later joins and leaves fail with
-    /// ``MulticastMembershipError/Code/closed``.
+    /// ``SystemError/Code/closed``.
     public func close() {
         state.withLock { state in
             guard !state.isClosed else { return }
@@ -243,103 +243,35 @@ private struct NamespaceIdentity: Sendable, Hashable {
     }
 }
 
-/// An error from joining or leaving groups through a ``MulticastMembership``.
-///
-/// Compare ``code`` to tell failures apart; ``description`` names the operation, the group, the interface and the
-/// system's reason, e.g. `join ff02::1:ff00:1234 (IPV6_JOIN_GROUP) on eth0 (index 2): No such device; the
-/// interface does not exist in this network namespace (any more)`.
-public struct MulticastMembershipError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// What kind of failure this is.
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private enum Backing: Sendable, Hashable {
-            case interfaceNotFound
-            case invalidGroup
-            case openFailed
-            case joinFailed
-            case leaveFailed
-            case limitReached
-            case wrongNamespace
-            case closed
-        }
-
-        private let backing: Backing
-
-        private init(_ backing: Backing) {
-            self.backing = backing
-        }
-
-        /// No interface with that index exists in the network namespace (any more).
-        public static let interfaceNotFound = Code(.interfaceNotFound)
-        /// The address is not a multicast group; nothing was asked of the kernel.
-        public static let invalidGroup = Code(.invalidGroup)
-        /// A socket to hold memberships could not be opened.
-        public static let openFailed = Code(.openFailed)
-        /// The kernel refused to join the group.
-        public static let joinFailed = Code(.joinFailed)
-        /// The kernel refused to leave the group.
-        public static let leaveFailed = Code(.leaveFailed)
-        /// Even a fresh socket could not take the group: the kernel is out of memory, or `net.core.optmem_max`
-        /// is too small for a single membership.
-        public static let limitReached = Code(.limitReached)
-        /// Another socket was needed, but the calling thread is not in the network namespace the membership was
-        /// opened in.
-        public static let wrongNamespace = Code(.wrongNamespace)
-        /// The membership was already closed.
-        public static let closed = Code(.closed)
-
-        public var description: String {
-            switch backing {
-            case .interfaceNotFound: "interface not found"
-            case .invalidGroup: "invalid group"
-            case .openFailed: "open failed"
-            case .joinFailed: "join failed"
-            case .leaveFailed: "leave failed"
-            case .limitReached: "limit reached"
-            case .wrongNamespace: "wrong namespace"
-            case .closed: "closed"
-            }
-        }
-    }
-
-    public let code: Code
-    /// The system call that failed, with its `errno`, if one failed.
-    public let systemCallError: SystemCallError?
-    public let description: String
-
-    /// The `errno` of the failed system call, if one failed.
-    public var errorNumber: Int32? { systemCallError?.code }
-
-    private init(_ code: Code, _ description: String, call: SystemCallError?) {
-        self.code = code
-        self.description = description
-        self.systemCallError = call
-    }
-
-    static func interfaceNotFound(index: UInt32) -> MulticastMembershipError {
+/// The errors of a ``MulticastMembership``: each names the operation, the group, the interface and the system's
+/// reason, e.g. `join ff02::1:ff00:1234 (IPV6_JOIN_GROUP) on eth0 (index 2): No such device; the interface does
+/// not exist in this network namespace (any more)`.
+extension SystemError {
+    static func membershipInterfaceNotFound(index: UInt32) -> SystemError {
         let operation = "open IPv6 multicast memberships on interface index \(index)"
-        return MulticastMembershipError(
+        return SystemError(
             .interfaceNotFound,
             "\(operation): there is no interface with index \(index) in this network namespace",
             call: SystemCallError(operation, code: ENODEV)
         )
     }
 
-    static func invalidGroup(_ group: IPv6Address, interface: String) -> MulticastMembershipError {
-        MulticastMembershipError(
+    static func invalidGroup(_ group: IPv6Address, interface: String) -> SystemError {
+        SystemError(
             .invalidGroup,
             "join \(group) on \(interface): \(group) is not a multicast address",
             call: nil
         )
     }
 
-    static func openFailed(errno number: Int32, interface: String) -> MulticastMembershipError {
+    static func openFailed(errno number: Int32, interface: String) -> SystemError {
         let call = SystemCallError("create a UDP socket for IPv6 multicast memberships on \(interface)", code: number)
-        return MulticastMembershipError(.openFailed, call.description, call: call)
+        return SystemError(.openFailed, call.description, call: call)
     }
 
     /// Maps a failed `IPV6_JOIN_GROUP` / `IPV6_LEAVE_GROUP` to an error.
     static func changeFailed(join: Bool, group: IPv6Address, interface: String, errno number: Int32)
-        -> MulticastMembershipError
+        -> SystemError
     {
         let operation = join ? "join \(group) (IPV6_JOIN_GROUP)" : "leave \(group) (IPV6_LEAVE_GROUP)"
         let code: Code
@@ -352,14 +284,14 @@ public struct MulticastMembershipError: Error, Sendable, Hashable, CustomStringC
             code = join ? .joinFailed : .leaveFailed
         }
         let call = SystemCallError("\(operation) on \(interface)", code: number)
-        return MulticastMembershipError(code, "\(call)\(hint)", call: call)
+        return SystemError(code, "\(call)\(hint)", call: call)
     }
 
     static func limitReached(group: IPv6Address, interface: String, errno number: Int32, joined: Int, sockets: Int)
-        -> MulticastMembershipError
+        -> SystemError
     {
         let call = SystemCallError("join \(group) (IPV6_JOIN_GROUP) on \(interface)", code: number)
-        return MulticastMembershipError(
+        return SystemError(
             .limitReached,
             "\(call) even on a fresh socket, with \(joined) groups joined on \(sockets) sockets; the kernel is out "
                 + "of memory, or net.core.optmem_max is too small for one membership",
@@ -367,8 +299,8 @@ public struct MulticastMembershipError: Error, Sendable, Hashable, CustomStringC
         )
     }
 
-    static func wrongNamespace(group: IPv6Address, interface: String) -> MulticastMembershipError {
-        MulticastMembershipError(
+    static func wrongNamespace(group: IPv6Address, interface: String) -> SystemError {
+        SystemError(
             .wrongNamespace,
             "join \(group) (IPV6_JOIN_GROUP) on \(interface): the sockets in use are full and a new one would be "
                 + "opened in the calling thread's network namespace, which is not the one the membership was "
@@ -377,7 +309,7 @@ public struct MulticastMembershipError: Error, Sendable, Hashable, CustomStringC
         )
     }
 
-    static func closed(operation: String, interface: String) -> MulticastMembershipError {
-        MulticastMembershipError(.closed, "\(operation) on \(interface): the membership is closed", call: nil)
+    static func membershipClosed(operation: String, interface: String) -> SystemError {
+        SystemError(.closed, "\(operation) on \(interface): the membership is closed", call: nil)
     }
 }

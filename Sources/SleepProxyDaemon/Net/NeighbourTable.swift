@@ -1,6 +1,6 @@
 import CNetSupport
 public import NetworkAddresses
-public import NetworkIO
+import NetworkIO
 import Synchronization
 
 #if canImport(Glibc)
@@ -30,9 +30,9 @@ import Synchronization
 /// simply updates the entry. ``remove(_:)`` deletes the entry for the address whatever its state, including one
 /// the kernel learnt itself; removing an address that has no entry is not an error, it returns `false`.
 ///
-/// Every request waits for the kernel's acknowledgement (at most 5 s) and throws ``NeighbourTableError`` on a
+/// Every request waits for the kernel's acknowledgement (at most 5 s) and throws ``SystemError`` on a
 /// refusal, with the kernel's own explanation where it sends one (extended ACK). Changing the table needs
-/// `CAP_NET_ADMIN`; without it every request fails with ``NeighbourTableError/Code/permissionDenied``.
+/// `CAP_NET_ADMIN`; without it every request fails with ``SystemError/Code/permissionDenied``.
 ///
 /// The netlink socket is created on the calling thread and belongs to that thread's network namespace for its
 /// whole life; so does every entry it sets. It is `Sendable`: the socket sits behind a lock, and each request holds
@@ -61,18 +61,18 @@ public final class NeighbourTable: Sendable {
     /// Opens the neighbour table of the interface with index `interfaceIndex` in the calling thread's network
     /// namespace.
     ///
-    /// - Throws: ``NeighbourTableError`` with code ``NeighbourTableError/Code/interfaceNotFound`` if the
-    ///   namespace has no such interface, ``NeighbourTableError/Code/openFailed`` if the netlink socket cannot be
+    /// - Throws: ``SystemError`` with code ``SystemError/Code/interfaceNotFound`` if the
+    ///   namespace has no such interface, ``SystemError/Code/openFailed`` if the netlink socket cannot be
     ///   opened.
     public init(interfaceIndex: UInt32) throws {
         guard let name = NetworkInterface.name(ofIndex: interfaceIndex) else {
-            throw NeighbourTableError.interfaceNotFound(index: interfaceIndex)
+            throw SystemError.interfaceNotFound(index: interfaceIndex)
         }
         var portID: UInt32 = 0
         var failedStep = sp_netlink_open_step.noFailure
         let result = sp_netlink_route_open(Self.answerTimeoutMilliseconds, &portID, &failedStep)
         guard result >= 0 else {
-            throw NeighbourTableError.openFailed(
+            throw SystemError.openFailed(
                 step: failedStep,
                 errno: -result,
                 interface: "\(name) (index \(interfaceIndex))"
@@ -89,16 +89,16 @@ public final class NeighbourTable: Sendable {
 
     /// Creates or replaces the permanent entry `address` → `mac` on the interface.
     ///
-    /// - Throws: ``NeighbourTableError`` with code ``NeighbourTableError/Code/invalidAddress`` for an
+    /// - Throws: ``SystemError`` with code ``SystemError/Code/invalidAddress`` for an
     ///   unspecified, multicast or broadcast `address` or a zero or multicast `mac` (nothing is sent),
-    ///   ``NeighbourTableError/Code/permissionDenied`` without `CAP_NET_ADMIN`,
-    ///   ``NeighbourTableError/Code/interfaceNotFound`` if the interface is gone,
-    ///   ``NeighbourTableError/Code/closed`` after ``close()``, ``NeighbourTableError/Code/requestFailed``
+    ///   ``SystemError/Code/permissionDenied`` without `CAP_NET_ADMIN`,
+    ///   ``SystemError/Code/interfaceNotFound`` if the interface is gone,
+    ///   ``SystemError/Code/closed`` after ``close()``, ``SystemError/Code/requestFailed``
     ///   otherwise.
     public func set(_ address: IPAddress, mac: MACAddress) throws {
         let operation = "set neighbour \(address) lladdr \(mac) PERMANENT (RTM_NEWNEIGH)"
         if let problem = Self.problem(with: address) ?? Self.problem(with: mac) {
-            throw NeighbourTableError.invalidAddress(operation: operation, interface: describeInterface(), problem)
+            throw SystemError.invalidAddress(operation: operation, interface: describeInterface(), problem)
         }
         _ = try request(operation: operation, address: address, mac: mac)
     }
@@ -106,9 +106,9 @@ public final class NeighbourTable: Sendable {
     /// Removes the entry for `address` on the interface, whatever its state and whoever made it.
     ///
     /// - Returns: `true` if there was an entry, `false` if there was none (the kernel's `ENOENT`).
-    /// - Throws: ``NeighbourTableError`` with code ``NeighbourTableError/Code/permissionDenied`` without
-    ///   `CAP_NET_ADMIN`, ``NeighbourTableError/Code/interfaceNotFound`` if the interface is gone,
-    ///   ``NeighbourTableError/Code/closed`` after ``close()``, ``NeighbourTableError/Code/requestFailed``
+    /// - Throws: ``SystemError`` with code ``SystemError/Code/permissionDenied`` without
+    ///   `CAP_NET_ADMIN`, ``SystemError/Code/interfaceNotFound`` if the interface is gone,
+    ///   ``SystemError/Code/closed`` after ``close()``, ``SystemError/Code/requestFailed``
     ///   otherwise.
     @discardableResult
     public func remove(_ address: IPAddress) throws -> Bool {
@@ -133,9 +133,9 @@ public final class NeighbourTable: Sendable {
             }
         let interfaceIndex = interfaceIndex
         let (result, stage, kernelMessage) = try state.withLock {
-            state throws(NeighbourTableError) -> (Int32, sp_netlink_stage, String) in
+            state throws(SystemError) -> (Int32, sp_netlink_stage, String) in
             guard state.descriptor >= 0 else {
-                throw NeighbourTableError.closed(operation: operation, interface: describeInterface())
+                throw SystemError.closed(operation: operation, interface: describeInterface())
             }
             state.sequence &+= 1
             let descriptor = state.descriptor
@@ -170,7 +170,7 @@ public final class NeighbourTable: Sendable {
         if result == 0 { return true }
         let number = -result
         if mac == nil && stage == .kernel && number == ENOENT { return false }
-        throw NeighbourTableError.requestFailed(
+        throw SystemError.requestFailed(
             operation: operation,
             interface: describeInterface(),
             stage: stage,
@@ -204,71 +204,13 @@ public final class NeighbourTable: Sendable {
     }
 }
 
-/// An error from opening or changing a ``NeighbourTable``.
-///
-/// Compare ``code`` to tell failures apart; ``description`` names the operation, the address and MAC, the
-/// interface and the system's reason, e.g. `set neighbour 10.77.0.2 lladdr 02:77:00:00:00:99 PERMANENT
-/// (RTM_NEWNEIGH) on eth0 (index 2): Operation not permitted; changing the neighbour table needs CAP_NET_ADMIN`.
-public struct NeighbourTableError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// What kind of failure this is.
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private enum Backing: Sendable, Hashable {
-            case interfaceNotFound
-            case permissionDenied
-            case invalidAddress
-            case openFailed
-            case requestFailed
-            case closed
-        }
-
-        private let backing: Backing
-
-        private init(_ backing: Backing) {
-            self.backing = backing
-        }
-
-        /// No interface with that index exists in the network namespace (any more).
-        public static let interfaceNotFound = Code(.interfaceNotFound)
-        /// `CAP_NET_ADMIN` is missing.
-        public static let permissionDenied = Code(.permissionDenied)
-        /// The IP address or the MAC cannot be a neighbour entry; nothing was sent.
-        public static let invalidAddress = Code(.invalidAddress)
-        /// The netlink socket could not be opened.
-        public static let openFailed = Code(.openFailed)
-        /// The kernel refused the request, or it could not be sent or answered.
-        public static let requestFailed = Code(.requestFailed)
-        /// The table was already closed.
-        public static let closed = Code(.closed)
-
-        public var description: String {
-            switch backing {
-            case .interfaceNotFound: "interface not found"
-            case .permissionDenied: "permission denied"
-            case .invalidAddress: "invalid address"
-            case .openFailed: "open failed"
-            case .requestFailed: "request failed"
-            case .closed: "closed"
-            }
-        }
-    }
-
-    public let code: Code
-    /// The system call that failed, with its `errno` or the kernel's error code, if there was one.
-    public let systemCallError: SystemCallError?
-    public let description: String
-
-    /// The `errno` of the failed system call or the kernel's error code, if there was one.
-    public var errorNumber: Int32? { systemCallError?.code }
-
-    private init(_ code: Code, _ description: String, call: SystemCallError?) {
-        self.code = code
-        self.description = description
-        self.systemCallError = call
-    }
-
-    static func interfaceNotFound(index: UInt32) -> NeighbourTableError {
+/// The errors of a ``NeighbourTable``: each names the operation, the address and MAC, the interface and the
+/// system's reason, e.g. `set neighbour 10.77.0.2 lladdr 02:77:00:00:00:99 PERMANENT (RTM_NEWNEIGH) on eth0
+/// (index 2): Operation not permitted; changing the neighbour table needs CAP_NET_ADMIN`.
+extension SystemError {
+    static func interfaceNotFound(index: UInt32) -> SystemError {
         let operation = "open the neighbour table of interface index \(index)"
-        return NeighbourTableError(
+        return SystemError(
             .interfaceNotFound,
             "\(operation): there is no interface with index \(index) in this network namespace",
             call: SystemCallError(operation, code: ENODEV)
@@ -276,7 +218,7 @@ public struct NeighbourTableError: Error, Sendable, Hashable, CustomStringConver
     }
 
     /// Maps a failed `sp_netlink_route_open` to an error.
-    static func openFailed(step: sp_netlink_open_step, errno number: Int32, interface: String) -> NeighbourTableError {
+    static func openFailed(step: sp_netlink_open_step, errno number: Int32, interface: String) -> SystemError {
         let operation =
             switch step {
             case .socket, .noFailure: "create"
@@ -289,7 +231,7 @@ public struct NeighbourTableError: Error, Sendable, Hashable, CustomStringConver
             "\(operation) the NETLINK_ROUTE socket for the neighbour table of \(interface)",
             code: number
         )
-        return NeighbourTableError(code, call.description, call: call)
+        return SystemError(code, call.description, call: call)
     }
 
     /// Maps a failed `sp_neighbour_change` to an error.
@@ -299,7 +241,7 @@ public struct NeighbourTableError: Error, Sendable, Hashable, CustomStringConver
         stage: sp_netlink_stage,
         errno number: Int32,
         kernelMessage: String
-    ) -> NeighbourTableError {
+    ) -> SystemError {
         let kernel = kernelMessage.isEmpty ? "" : " (kernel: \(kernelMessage))"
         let code: Code
         var hint = ""
@@ -323,14 +265,14 @@ public struct NeighbourTableError: Error, Sendable, Hashable, CustomStringConver
             case .kernel, .arguments, .noFailure: ""
             }
         let call = SystemCallError("\(stagePrefix)\(operation) on \(interface)", code: number)
-        return NeighbourTableError(code, "\(call)\(kernel)\(hint)", call: call)
+        return SystemError(code, "\(call)\(kernel)\(hint)", call: call)
     }
 
-    static func invalidAddress(operation: String, interface: String, _ problem: String) -> NeighbourTableError {
-        NeighbourTableError(.invalidAddress, "\(operation) on \(interface): \(problem)", call: nil)
+    static func invalidAddress(operation: String, interface: String, _ problem: String) -> SystemError {
+        SystemError(.invalidAddress, "\(operation) on \(interface): \(problem)", call: nil)
     }
 
-    static func closed(operation: String, interface: String) -> NeighbourTableError {
-        NeighbourTableError(.closed, "\(operation) on \(interface): the neighbour table is closed", call: nil)
+    static func closed(operation: String, interface: String) -> SystemError {
+        SystemError(.closed, "\(operation) on \(interface): the neighbour table is closed", call: nil)
     }
 }

@@ -1,9 +1,11 @@
+public import NetworkIO
+
 extension SystemdNotifier {
     /// Passes a lifecycle event of the daemon on to the service manager: for `Daemon.lifecycleObserver`.
     ///
     /// Returns whether a notification was sent (false: no `NOTIFY_SOCKET`).
     @discardableResult
-    public func notify(_ event: Daemon.LifecycleEvent) throws(SystemdNotifierError) -> Bool {
+    public func notify(_ event: Daemon.LifecycleEvent) throws(SystemError) -> Bool {
         switch event {
         case .ready(let text): try ready(status: text)
         case .reloading: try reloading()

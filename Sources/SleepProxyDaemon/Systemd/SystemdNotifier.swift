@@ -1,7 +1,7 @@
 // CPcap's headers bring in <sys/time.h> outside the Glibc module: in an optimized (whole-module) build, `timespec`
 // and `timeval` then belong to CPcap, whose import their members need.
 import CPcap
-import NetworkIO
+public import NetworkIO
 
 #if canImport(Glibc)
     import Glibc
@@ -24,31 +24,15 @@ import NetworkIO
 /// the manager's queue. Failures are thrown, never fatal: a daemon logs them and carries on.
 public struct SystemdNotifier: Sendable {
     /// Where notifications go, from `NOTIFY_SOCKET`.
-    public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
-        private enum Backing: Sendable, Hashable {
-            case path(String)
-            case abstract(String)
-        }
-
-        private let backing: Backing
-
-        private init(_ backing: Backing) {
-            self.backing = backing
-        }
-
+    public enum SocketAddress: Sendable, Hashable, CustomStringConvertible {
         /// A socket file, by absolute path.
-        public static func path(_ path: String) -> SocketAddress {
-            SocketAddress(.path(path))
-        }
-
+        case path(String)
         /// A name in the abstract namespace (without the leading `@` or NUL).
-        public static func abstract(_ name: String) -> SocketAddress {
-            SocketAddress(.abstract(name))
-        }
+        case abstract(String)
 
         /// As `NOTIFY_SOCKET` spells it: `/run/systemd/notify` or `@name`.
         public var description: String {
-            switch backing {
+            switch self {
             case .path(let path): path
             case .abstract(let name): "@\(name)"
             }
@@ -58,7 +42,7 @@ public struct SystemdNotifier: Sendable {
         /// starts with one and is exactly as long as its bytes.
         fileprivate var socketPath: (bytes: [UInt8], length: socklen_t) {
             let header = MemoryLayout<sockaddr_un>.offset(of: \.sun_path) ?? 2
-            switch backing {
+            switch self {
             case .path(let path):
                 let bytes = Array(path.utf8) + [0]
                 return (bytes, socklen_t(header + bytes.count))
@@ -75,7 +59,7 @@ public struct SystemdNotifier: Sendable {
     /// `NOTIFY_SOCKET`, if it is set and usable; nil makes every notification a no-op.
     public let socketAddress: SocketAddress?
     /// Set when `NOTIFY_SOCKET` is set but unusable: every notification throws it.
-    private let addressError: SystemdNotifierError?
+    private let addressError: SystemError?
     /// `WATCHDOG_USEC`, when the watchdog watches this process.
     public let watchdogTimeout: Duration?
     private let monotonicMicroseconds: @Sendable () -> UInt64
@@ -124,13 +108,13 @@ public struct SystemdNotifier: Sendable {
     /// Start-up is complete: `READY=1`, with a one-line status if given. Send it once the daemon serves (sockets,
     /// capture and store open): the manager starts dependent units and `systemctl start` returns on it.
     @discardableResult
-    public func ready(status: String? = nil) throws(SystemdNotifierError) -> Bool {
+    public func ready(status: String? = nil) throws(SystemError) -> Bool {
         try send(["READY=1"] + Self.statusLine(status))
     }
 
     /// A one-line status for `systemctl status`: `STATUS=...`.
     @discardableResult
-    public func status(_ text: String) throws(SystemdNotifierError) -> Bool {
+    public func status(_ text: String) throws(SystemError) -> Bool {
         try send(Self.statusLine(text))
     }
 
@@ -138,31 +122,31 @@ public struct SystemdNotifier: Sendable {
     /// (which lets the manager tell this reload cycle from an earlier one). Follow it with
     /// ``readyAfterReload(status:)``, whether the reload succeeded or was refused.
     @discardableResult
-    public func reloading() throws(SystemdNotifierError) -> Bool {
+    public func reloading() throws(SystemError) -> Bool {
         try send(["RELOADING=1", "MONOTONIC_USEC=\(monotonicMicroseconds())"])
     }
 
     /// The reload is over and the daemon serves again: `READY=1`, with a status if given.
     @discardableResult
-    public func readyAfterReload(status: String? = nil) throws(SystemdNotifierError) -> Bool {
+    public func readyAfterReload(status: String? = nil) throws(SystemError) -> Bool {
         try send(["READY=1"] + Self.statusLine(status))
     }
 
     /// The daemon is shutting down: `STOPPING=1`, with a status if given.
     @discardableResult
-    public func stopping(status: String? = nil) throws(SystemdNotifierError) -> Bool {
+    public func stopping(status: String? = nil) throws(SystemError) -> Bool {
         try send(["STOPPING=1"] + Self.statusLine(status))
     }
 
     /// The daemon is alive: `WATCHDOG=1`. Send it every ``watchdogInterval``.
     @discardableResult
-    public func watchdogPing() throws(SystemdNotifierError) -> Bool {
+    public func watchdogPing() throws(SystemError) -> Bool {
         try send(["WATCHDOG=1"])
     }
 
     /// Sends one datagram of `assignments`, one per line. Returns whether it was sent (false: no
     /// `NOTIFY_SOCKET`).
-    func send(_ assignments: [String]) throws(SystemdNotifierError) -> Bool {
+    func send(_ assignments: [String]) throws(SystemError) -> Bool {
         if let addressError { throw addressError }
         guard let socketAddress else { return false }
         let message = assignments.joined(separator: "\n")
@@ -180,7 +164,7 @@ public struct SystemdNotifier: Sendable {
     // MARK: Environment
 
     /// `NOTIFY_SOCKET` as an address; nil when unset or empty, an error when set to something unusable.
-    static func parseSocket(_ value: String?) -> Result<SocketAddress?, SystemdNotifierError> {
+    static func parseSocket(_ value: String?) -> Result<SocketAddress?, SystemError> {
         guard let value, !value.isEmpty else { return .success(nil) }
         if value.hasPrefix("/") {
             guard value.utf8.count < socketPathCapacity else {
@@ -243,7 +227,7 @@ public struct SystemdNotifier: Sendable {
     /// How long a send may wait for room in the manager's queue, in seconds.
     static let sendTimeoutSeconds = 1
 
-    private static func sendDatagram(_ message: [UInt8], to address: SocketAddress) throws(SystemdNotifierError) {
+    private static func sendDatagram(_ message: [UInt8], to address: SocketAddress) throws(SystemError) {
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else {
             throw .sendFailed(address, operation: "socket", errno: errno)
@@ -276,59 +260,23 @@ public struct SystemdNotifier: Sendable {
     }
 }
 
-/// A notification that could not be sent, or a `NOTIFY_SOCKET` that cannot be used.
-public struct SystemdNotifierError: Error, Equatable, CustomStringConvertible {
-    /// What went wrong.
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private enum Backing: Sendable, Hashable {
-            case invalidSocket
-            case sendFailed
-        }
-
-        private let backing: Backing
-
-        private init(_ backing: Backing) {
-            self.backing = backing
-        }
-
-        /// `NOTIFY_SOCKET` is neither an absolute path nor `@name`, or too long.
-        public static let invalidSocket = Code(.invalidSocket)
-        /// A system call failed: the socket is missing, nobody listens, the manager's queue stayed full.
-        public static let sendFailed = Code(.sendFailed)
-
-        public var description: String {
-            switch backing {
-            case .invalidSocket: "invalid NOTIFY_SOCKET"
-            case .sendFailed: "send failed"
-            }
-        }
-    }
-
-    public let code: Code
-    /// The `errno` of the failed system call, if one failed.
-    public let errorNumber: Int32?
-    public let description: String
-
-    private init(_ code: Code, _ description: String, errno errorNumber: Int32? = nil) {
-        self.code = code
-        self.description = description
-        self.errorNumber = errorNumber
-    }
-
-    static func invalidSocket(_ value: String, reason: String) -> SystemdNotifierError {
-        SystemdNotifierError(.invalidSocket, "NOTIFY_SOCKET=\(value): \(reason)")
+/// The errors of a ``SystemdNotifier``: a notification that could not be sent, or a `NOTIFY_SOCKET` that cannot
+/// be used.
+extension SystemError {
+    static func invalidSocket(_ value: String, reason: String) -> SystemError {
+        SystemError(.invalidSocket, "NOTIFY_SOCKET=\(value): \(reason)")
     }
 
     static func sendFailed(
         _ address: SystemdNotifier.SocketAddress, operation: String, errno number: Int32
-    ) -> SystemdNotifierError {
+    ) -> SystemError {
         let call = SystemCallError("notify the service manager at \(address): \(operation)", code: number)
-        return SystemdNotifierError(.sendFailed, call.description, errno: number)
+        return SystemError(.sendFailed, call)
     }
 
     static func sendFailed(
         _ address: SystemdNotifier.SocketAddress, operation: String, reason: String
-    ) -> SystemdNotifierError {
-        SystemdNotifierError(.sendFailed, "notify the service manager at \(address): \(operation): \(reason)")
+    ) -> SystemError {
+        SystemError(.sendFailed, "notify the service manager at \(address): \(operation): \(reason)")
     }
 }

@@ -13,8 +13,8 @@ struct NetworkInterfaceTests {
     }
 
     @Test func missingInterfaceIsNotFound() {
-        let error = #expect(throws: NetworkInterfaceError.self) { try NetworkInterface.named("nosuch0") }
-        #expect(error?.code == .notFound)
+        let error = #expect(throws: SystemError.self) { try NetworkInterface.named("nosuch0") }
+        #expect(error?.code == .interfaceNotFound)
         #expect(error?.description.contains("'nosuch0'") == true)
     }
 

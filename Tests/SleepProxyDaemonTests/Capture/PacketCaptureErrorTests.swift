@@ -1,5 +1,6 @@
 import CPcap
 import Foundation
+import NetworkIO
 import Testing
 
 @testable import SleepProxyDaemon
@@ -9,7 +10,7 @@ struct PacketCaptureErrorTests {
     struct Case: Sendable, CustomTestStringConvertible {
         var status: Int32
         var message: String
-        var code: PacketCaptureError.Code
+        var code: SystemError.Code
         var mentions: [String]
 
         var testDescription: String { "status \(status), \"\(message)\" -> \(code)" }
@@ -45,7 +46,7 @@ struct PacketCaptureErrorTests {
         ),
     ])
     func openFailureMapsToSpecificError(_ example: Case) {
-        let error = PacketCaptureError.openFailure(interface: "eth0", status: example.status, message: example.message)
+        let error = SystemError.openFailure(interface: "eth0", status: example.status, message: example.message)
         #expect(error.code == example.code)
         for text in example.mentions {
             #expect(error.description.contains(text), "\"\(error.description)\" lacks \"\(text)\"")
@@ -56,12 +57,12 @@ struct PacketCaptureErrorTests {
     /// A real open without `CAP_NET_RAW`: on a thread of its own that drops the capability (capabilities are
     /// per thread on Linux, and the thread ends afterwards), so it also runs as root.
     @Test func openingWithoutCapNetRawNamesTheCapability() async throws {
-        let outcome = try await onThreadWithoutCapNetRaw { () -> Result<Void, PacketCaptureError> in
+        let outcome = try await onThreadWithoutCapNetRaw { () -> Result<Void, SystemError> in
             do {
                 let capture = try PacketCapture(interface: "lo")
                 capture.close()
                 return .success(())
-            } catch let error as PacketCaptureError {
+            } catch let error as SystemError {
                 return .failure(error)
             } catch {
                 return .failure(.openFailure(interface: "lo", status: 0, message: "unexpected \(error)"))
@@ -77,7 +78,7 @@ struct PacketCaptureErrorTests {
     }
 
     @Test func codesAreDistinct() {
-        let codes: [PacketCaptureError.Code] = [
+        let codes: [SystemError.Code] = [
             .interfaceNotFound, .permissionDenied, .interfaceDown, .openFailed, .invalidFilter, .filterFailed,
             .injectFailed, .shortWrite, .statisticsFailed, .closed,
         ]

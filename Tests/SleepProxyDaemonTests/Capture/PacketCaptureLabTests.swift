@@ -1,6 +1,7 @@
 import Dispatch
 import Frames
 import NetworkAddresses
+import NetworkIO
 import SleepProxyCore
 import SleepProxyDaemon
 import Synchronization
@@ -225,7 +226,7 @@ struct PacketCaptureLabTests {
             #expect(seen.withLock { $0 } == [0, 1, 2, 3, 4])
             #expect(problems.withLock { $0 }.isEmpty, "\(problems.withLock { $0 })")
             #expect(closedAfter.withLock { $0 })
-            let error = #expect(throws: PacketCaptureError.self) { try capture.statistics() }
+            let error = #expect(throws: SystemError.self) { try capture.statistics() }
             #expect(error?.code == .closed)
         }
     }
@@ -246,7 +247,7 @@ struct PacketCaptureLabTests {
                 capture.close()
             }
             #expect(capture.isClosed)
-            let error = #expect(throws: PacketCaptureError.self) { try capture.setFilter("arp") }
+            let error = #expect(throws: SystemError.self) { try capture.setFilter("arp") }
             #expect(error?.code == .closed)
             queue.sync { capture.startDelivering { _ in Issue.record("a closed capture delivered a frame") } }
         }
@@ -268,12 +269,12 @@ struct PacketCaptureLabTests {
             #expect(capture.isClosed)
             _ = try await withTimeout(.seconds(5), "the frame stream to finish") { await consumer.value }
 
-            let closedErrors: [PacketCaptureError?] = [
-                #expect(throws: PacketCaptureError.self) {
+            let closedErrors: [SystemError?] = [
+                #expect(throws: SystemError.self) {
                     try capture.inject(magicFrame(from: proxy.mac, to: proxy.mac))
                 },
-                #expect(throws: PacketCaptureError.self) { try capture.setFilter("arp") },
-                #expect(throws: PacketCaptureError.self) { try capture.statistics() },
+                #expect(throws: SystemError.self) { try capture.setFilter("arp") },
+                #expect(throws: SystemError.self) { try capture.statistics() },
             ]
             for error in closedErrors {
                 #expect(error?.code == .closed)
@@ -284,7 +285,7 @@ struct PacketCaptureLabTests {
 
     @Test func openingAMissingInterfaceFailsSpecifically() async throws {
         try await Lab.withLab { lab in
-            let error = #expect(throws: PacketCaptureError.self) {
+            let error = #expect(throws: SystemError.self) {
                 try lab.withNamespace(.proxy) { try PacketCapture(interface: "nosuch0") }
             }
             #expect(error?.code == .interfaceNotFound)
@@ -301,14 +302,14 @@ struct PacketCaptureLabTests {
             try capture.setFilter("ether proto 0x0842")
 
             let expression = "tcp port banana"
-            let error = #expect(throws: PacketCaptureError.self) { try capture.setFilter(expression) }
+            let error = #expect(throws: SystemError.self) { try capture.setFilter(expression) }
             #expect(error?.code == .invalidFilter)
             let description = error?.description ?? ""
             #expect(description.contains("'\(expression)'"), "\(description)")
             #expect(description.contains("banana"))
             #expect(description.count > expression.count + 40, "libpcap's reason is missing: \(description)")
 
-            let tooShort = #expect(throws: PacketCaptureError.self) { try capture.inject([0x01, 0x02]) }
+            let tooShort = #expect(throws: SystemError.self) { try capture.inject([0x01, 0x02]) }
             #expect(tooShort?.code == .injectFailed)
 
             // The previous filter is still in effect.

@@ -16,7 +16,7 @@ struct DatagramSocketErrorTests {
         var step: sp_udp_step
         var errno: Int32
         var socket: DatagramSocketName
-        var code: DatagramSocketError.Code
+        var code: SystemError.Code
         var description: String
 
         var testDescription: String { "\(step) \(code): \(String(cString: strerror(errno)))" }
@@ -141,7 +141,7 @@ struct DatagramSocketErrorTests {
         "open failures map to a code and a description naming the operation, address, interface and reason",
         arguments: cases)
     func openFailure(_ expected: Case) {
-        let error = DatagramSocketError.openFailed(step: expected.step, errno: expected.errno, socket: expected.socket)
+        let error = SystemError.openFailed(step: expected.step, errno: expected.errno, socket: expected.socket)
         #expect(error.code == expected.code)
         #expect(error.errorNumber == expected.errno)
         #expect(error.systemCallError?.code == expected.errno)
@@ -151,7 +151,7 @@ struct DatagramSocketErrorTests {
 
     @Test("a missing interface index is reported with ENODEV")
     func missingIndex() {
-        let error = DatagramSocketError.interfaceNotFound(
+        let error = SystemError.interfaceNotFound(
             index: 9_999,
             socket: Endpoint(address: IPAddress("224.0.0.251")!, port: 5353)
         )

@@ -89,7 +89,7 @@ struct MulticastDNSSocketLabTests {
             defer { holder.terminate() }
             let index = try lab.withNamespace(.proxy) { try NetworkInterface.named(Lab.interfaceName).index }
             let error = try lab.withNamespace(.proxy) {
-                #expect(throws: DatagramSocketError.self) {
+                #expect(throws: SystemError.self) {
                     try DatagramSocket.multicastDNS(family: family, interfaceIndex: index)
                 }
             }
@@ -286,7 +286,7 @@ struct MulticastDNSSocketLabTests {
             #expect(try discarding.receive() == nil)
 
             discarding.close()
-            let closedError = #expect(throws: DatagramSocketError.self) { try discarding.discardInput() }
+            let closedError = #expect(throws: SystemError.self) { try discarding.discardInput() }
             #expect(closedError?.code == .closed)
         }
     }
@@ -314,12 +314,12 @@ struct MulticastDNSSocketLabTests {
             socket.close()
             socket.close()
             #expect(socket.fileDescriptor == -1)
-            let receiveError = #expect(throws: DatagramSocketError.self) { try socket.receive() }
+            let receiveError = #expect(throws: SystemError.self) { try socket.receive() }
             #expect(receiveError?.code == .closed)
             #expect(
                 receiveError?.description == "receive on UDP \(group) on eth0 (index \(eth0.index)): "
                     + "the socket is closed")
-            let sendError = #expect(throws: DatagramSocketError.self) {
+            let sendError = #expect(throws: SystemError.self) {
                 try socket.send([1], to: group, scopeID: 0, from: nil)
             }
             #expect(sendError?.code == .closed)
@@ -330,7 +330,7 @@ struct MulticastDNSSocketLabTests {
     func errors() async throws {
         try await Lab.withLab { lab in
             let missing = try lab.withNamespace(.proxy) {
-                #expect(throws: DatagramSocketError.self) {
+                #expect(throws: SystemError.self) {
                     try DatagramSocket.multicastDNS(family: .ipv4, interfaceIndex: 9_999)
                 }
             }
@@ -340,13 +340,13 @@ struct MulticastDNSSocketLabTests {
             let socket = try openSocket(lab, .ipv6)
             defer { socket.close() }
             let group = try #require(socket.group)
-            let mismatch = #expect(throws: DatagramSocketError.self) {
+            let mismatch = #expect(throws: SystemError.self) {
                 try socket.send([1], to: Endpoint(address: try ip("224.0.0.251"), port: 5353), scopeID: 0, from: nil)
             }
             #expect(mismatch?.code == .addressFamilyMismatch)
             #expect(mismatch?.description.contains("224.0.0.251 is not an IPv6 address") == true)
 
-            let foreign = #expect(throws: DatagramSocketError.self) {
+            let foreign = #expect(throws: SystemError.self) {
                 try socket.send([1], to: group, scopeID: 0, from: try ip("fd77::99"))
             }
             #expect(foreign?.code == .sendFailed)

@@ -1,4 +1,5 @@
 import CNetSupport
+import NetworkIO
 import Testing
 
 @testable import SleepProxyDaemon
@@ -14,7 +15,7 @@ struct NeighbourTableErrorTests {
 
     @Test("request failures map to a code and a description naming the operation, interface and reason")
     func requestFailures() {
-        let cases: [(sp_netlink_stage, Int32, String, NeighbourTableError.Code, String)] = [
+        let cases: [(sp_netlink_stage, Int32, String, SystemError.Code, String)] = [
             (
                 .kernel, EPERM, "", .permissionDenied,
                 "\(Self.operation) on eth0 (index 2): Operation not permitted; "
@@ -40,7 +41,7 @@ struct NeighbourTableErrorTests {
             ),
         ]
         for (stage, number, kernelMessage, code, description) in cases {
-            let error = NeighbourTableError.requestFailed(
+            let error = SystemError.requestFailed(
                 operation: Self.operation,
                 interface: "eth0 (index 2)",
                 stage: stage,
@@ -55,7 +56,7 @@ struct NeighbourTableErrorTests {
 
     @Test("an open failure names the netlink socket and the interface")
     func openFailure() {
-        let error = NeighbourTableError.openFailed(step: .socket, errno: EMFILE, interface: "eth0 (index 2)")
+        let error = SystemError.openFailed(step: .socket, errno: EMFILE, interface: "eth0 (index 2)")
         #expect(error.code == .openFailed)
         #expect(
             error.description

@@ -92,7 +92,7 @@ struct NeighbourTableLabTests {
         try await Lab.withLab { lab in
             for index: UInt32 in [0, 9_999] {
                 let error = try lab.withNamespace(.proxy) {
-                    #expect(throws: NeighbourTableError.self) { try NeighbourTable(interfaceIndex: index) }
+                    #expect(throws: SystemError.self) { try NeighbourTable(interfaceIndex: index) }
                 }
                 #expect(error?.code == .interfaceNotFound)
                 #expect(error?.errorNumber == ENODEV)
@@ -112,14 +112,14 @@ struct NeighbourTableLabTests {
             #expect(delete.succeeded, "\(delete)")
 
             let address = try ip("10.77.0.2")
-            let error = #expect(throws: NeighbourTableError.self) { try table.set(address, mac: Self.madeUpMAC) }
+            let error = #expect(throws: SystemError.self) { try table.set(address, mac: Self.madeUpMAC) }
             #expect(error?.code == .interfaceNotFound)
             #expect(error?.errorNumber == ENODEV)
             #expect(
                 error?.description.hasPrefix(
                     "set neighbour 10.77.0.2 lladdr 02:77:00:00:99:01 PERMANENT (RTM_NEWNEIGH) on spn0 (index "
                 ) == true, "\(error.map(String.init) ?? "")")
-            let removeError = #expect(throws: NeighbourTableError.self) { try table.remove(address) }
+            let removeError = #expect(throws: SystemError.self) { try table.remove(address) }
             #expect(removeError?.code == .interfaceNotFound)
         }
     }
@@ -131,7 +131,7 @@ struct NeighbourTableLabTests {
             let sleeper = lab.host(.sleeper)
             let index = try lab.withNamespace(.proxy) { try NetworkInterface.named(Lab.interfaceName).index }
             let outcome = try await onFreshThread {
-                try Lab.withNamespace(named: namespace) { () throws -> NeighbourTableError? in
+                try Lab.withNamespace(named: namespace) { () throws -> SystemError? in
                     // Capabilities are per thread; this thread ends right after.
                     try dropEffectiveCapability(capNetAdmin)
                     guard try effectiveCapabilities() & (1 << capNetAdmin) == 0 else {
@@ -142,7 +142,7 @@ struct NeighbourTableLabTests {
                     do {
                         try table.set(try ip(sleeper.ipv4), mac: Self.madeUpMAC)
                         return nil
-                    } catch let error as NeighbourTableError {
+                    } catch let error as SystemError {
                         return error
                     }
                 }
@@ -176,7 +176,7 @@ struct NeighbourTableLabTests {
                 ),
             ]
             for (address, mac, problem) in cases {
-                let error = #expect(throws: NeighbourTableError.self) { try table.set(address, mac: mac) }
+                let error = #expect(throws: SystemError.self) { try table.set(address, mac: mac) }
                 #expect(error?.code == .invalidAddress)
                 #expect(error?.errorNumber == nil)
                 #expect(error?.description.hasSuffix(": \(problem)") == true, "\(error.map(String.init) ?? "")")
@@ -184,11 +184,11 @@ struct NeighbourTableLabTests {
 
             table.close()
             table.close()
-            let setError = #expect(throws: NeighbourTableError.self) {
+            let setError = #expect(throws: SystemError.self) {
                 try table.set(try ip("10.77.0.2"), mac: Self.madeUpMAC)
             }
             #expect(setError?.code == .closed)
-            let removeError = #expect(throws: NeighbourTableError.self) { try table.remove(try ip("fd77::2")) }
+            let removeError = #expect(throws: SystemError.self) { try table.remove(try ip("fd77::2")) }
             #expect(removeError?.code == .closed)
             #expect(
                 removeError?.description

@@ -1,3 +1,4 @@
+import NetworkIO
 import SleepProxyDaemon
 import Testing
 
@@ -110,22 +111,22 @@ struct SystemdNotifierTests {
         let notifier = SystemdNotifier(environment: ["NOTIFY_SOCKET": value])
         #expect(notifier.isEnabled)
         #expect(notifier.socketAddress == nil)
-        let error = #expect(throws: SystemdNotifierError.self) { try notifier.ready() }
+        let error = #expect(throws: SystemError.self) { try notifier.ready() }
         #expect(error?.code == .invalidSocket)
         #expect(error?.description.hasPrefix("NOTIFY_SOCKET=\(value): ") == true)
-        #expect(throws: SystemdNotifierError.self) { try notifier.watchdogPing() }
+        #expect(throws: SystemError.self) { try notifier.watchdogPing() }
     }
 
     @Test func aSocketNobodyListensOnIsAnError() throws {
         let missing = "/tmp/sleepproxy-notify-missing-\(getpid())-\(UInt32.random(in: 0...UInt32.max))/notify"
         let notifier = SystemdNotifier(environment: ["NOTIFY_SOCKET": missing])
-        let error = #expect(throws: SystemdNotifierError.self) { try notifier.ready() }
+        let error = #expect(throws: SystemError.self) { try notifier.ready() }
         #expect(error?.code == .sendFailed)
         #expect(error?.errorNumber == ENOENT)
         #expect(error?.description.contains(missing) == true)
 
         let abstract = SystemdNotifier(environment: ["NOTIFY_SOCKET": "@sleepproxy-test-nobody-\(getpid())"])
-        let refused = #expect(throws: SystemdNotifierError.self) { try abstract.status("x") }
+        let refused = #expect(throws: SystemError.self) { try abstract.status("x") }
         #expect(refused?.errorNumber == ECONNREFUSED)
     }
 
