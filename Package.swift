@@ -88,7 +88,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // Config files: TOML parsed safely, with the line of each key for messages.
+        // Config files: TOML parsed safely into plain values, with the line of each key for messages. The only
+        // target that sees the TOML parser.
         .target(
             name: "TOMLConfig",
             dependencies: [.product(name: "TOMLKit", package: "TOMLKit")],
@@ -103,14 +104,13 @@ let package = Package(
                 "NetworkIO", "TOMLConfig",
                 "SleepProxyControl",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "TOMLKit", package: "TOMLKit"),
             ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "sleepproxyd",
             dependencies: [
-                "SleepProxyDaemon", "SleepProxyControl",
+                "SleepProxyDaemon", "SleepProxyControl", "TOMLConfig",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -131,7 +131,7 @@ let package = Package(
             name: "SleepProxyClient",
             dependencies: [
                 "SleepProxyClientCore", "DNSWire", "NetworkAddresses", "NetworkIO", "SleepProxyCore", "CNetSupport",
-                "TOMLConfig", .product(name: "TOMLKit", package: "TOMLKit"),
+                "TOMLConfig",
             ],
             swiftSettings: swiftSettings
         ),
@@ -214,7 +214,7 @@ let package = Package(
             dependencies: [
                 "SleepProxyDaemon", "SleepProxyCore", "LeaseStore", "DNSWire", "Frames", "NetworkAddresses", "TestLab",
                 "SleepProxyControl", "sleepproxyctl", "sleepproxy-client", "SleepProxyClient", "NetworkIO",
-                .product(name: "TOMLKit", package: "TOMLKit"),
+                "TOMLConfig",
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,6 +1,5 @@
 import NetworkIO
 import TOMLConfig
-import TOMLKit
 
 #if canImport(Glibc)
     import Glibc
@@ -84,7 +83,7 @@ public struct ClientConfig: Sendable, Hashable {
 
     /// The settings `text` describes.
     public static func parse(_ text: String, path: String) throws(ClientConfigError) -> ClientConfig {
-        let table: TOMLTable
+        let table: [String: TOMLValue]
         do {
             table = try TOMLDocument.parse(text)
         } catch {
@@ -100,7 +99,7 @@ public struct ClientConfig: Sendable, Hashable {
             guard let allowed = keys[key] else {
                 throw fail("unknown key; the keys are \(keys.keys.sorted().joined(separator: ", "))")
             }
-            func expected() -> ClientConfigError { fail("expected \(allowed), found \(describe(value))") }
+            func expected() -> ClientConfigError { fail("expected \(allowed), found \(value.summary)") }
             func names() throws(ClientConfigError) -> [String] {
                 guard let array = value.array else { throw expected() }
                 var names: [String] = []

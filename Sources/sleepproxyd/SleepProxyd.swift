@@ -3,7 +3,7 @@ import Logging
 import SleepProxyControl
 import SleepProxyCore
 import SleepProxyDaemon
-import TOMLKit
+import TOMLConfig
 
 #if canImport(Glibc)
     import Glibc
@@ -88,26 +88,28 @@ struct SleepProxyd: ParsableCommand {
     var logLevel: String?
 
     /// The options given, as the config file's keys, with the option each came from.
-    func overrides() -> [(key: [String], option: String, value: any TOMLValueConvertible)] {
-        var overrides: [(key: [String], option: String, value: any TOMLValueConvertible)] = []
-        func add(_ key: [String], _ option: String, _ value: (any TOMLValueConvertible)?) {
+    func overrides() -> [(key: [String], option: String, value: TOMLValue)] {
+        var overrides: [(key: [String], option: String, value: TOMLValue)] = []
+        func add(_ key: [String], _ option: String, _ value: TOMLValue?) {
             if let value { overrides.append((key, option, value)) }
         }
-        add(["interfaces"], "--interface", interfaces.isEmpty ? nil : interfaces)
-        add(["state_directory"], "--state-dir", stateDir)
-        add(["registration_port"], "--registration-port", registrationPort)
-        add(["limits", "maximum_lease"], "--maximum-lease", maximumLease)
-        add(["limits", "maximum_records"], "--maximum-records", maximumRecords)
-        add(["limits", "maximum_records_per_host"], "--maximum-records-per-host", maximumRecordsPerHost)
-        add(["advertisement", "metrics"], "--advertise-metrics", advertiseMetrics)
-        add(["advertisement", "name"], "--advertise-name", advertiseName)
-        add(["advertisement", "host_name"], "--advertise-host-name", advertiseHostName)
+        add(["interfaces"], "--interface", interfaces.isEmpty ? nil : .array(interfaces.map(TOMLValue.string)))
+        add(["state_directory"], "--state-dir", stateDir.map(TOMLValue.string))
+        add(["registration_port"], "--registration-port", registrationPort.map(TOMLValue.integer))
+        add(["limits", "maximum_lease"], "--maximum-lease", maximumLease.map(TOMLValue.integer))
+        add(["limits", "maximum_records"], "--maximum-records", maximumRecords.map(TOMLValue.integer))
+        add(
+            ["limits", "maximum_records_per_host"], "--maximum-records-per-host",
+            maximumRecordsPerHost.map(TOMLValue.integer))
+        add(["advertisement", "metrics"], "--advertise-metrics", advertiseMetrics.map(TOMLValue.string))
+        add(["advertisement", "name"], "--advertise-name", advertiseName.map(TOMLValue.string))
+        add(["advertisement", "host_name"], "--advertise-host-name", advertiseHostName.map(TOMLValue.string))
         add(["advertisement", "enabled"], "--no-advertise", noAdvertise ? false : nil)
         add(["wake_all_on_exit"], "--wake-all-on-exit", wakeAllOnExit ? true : nil)
         add(["wake", "dry_run"], "--dry-run", dryRun ? true : nil)
-        add(["control", "socket"], "--control-socket", controlSocket)
-        add(["control", "group"], "--control-group", controlGroup)
-        add(["log_level"], "--log-level", logLevel)
+        add(["control", "socket"], "--control-socket", controlSocket.map(TOMLValue.string))
+        add(["control", "group"], "--control-group", controlGroup.map(TOMLValue.string))
+        add(["log_level"], "--log-level", logLevel.map(TOMLValue.string))
         return overrides
     }
 

@@ -1,7 +1,6 @@
 import NetworkAddresses
 import NetworkIO
-import TOMLConfig
-public import TOMLKit
+public import TOMLConfig
 
 #if canImport(Glibc)
     import Glibc
@@ -48,7 +47,7 @@ public enum ConfigFile {
 
     /// The settings `text` describes on top of `base`.
     public static func parse(_ text: String, path: String, onto base: Settings) throws(ConfigError) -> Settings {
-        let table: TOMLTable
+        let table: [String: TOMLValue]
         do {
             table = try TOMLDocument.parse(text)
         } catch {
@@ -62,7 +61,7 @@ public enum ConfigFile {
 
     /// `settings` with one key set to `value`, checked as the file's key is: for command-line options.
     public static func apply(
-        _ value: any TOMLValueConvertible, at key: [String], onto settings: Settings
+        _ value: TOMLValue, at key: [String], onto settings: Settings
     ) throws(ConfigError) -> Settings {
         var schema = Schema.root
         var settings = settings
@@ -92,14 +91,17 @@ public enum ConfigFile {
             ConfigError(file: path, line: lines.line(of: key), key: key.joined(separator: "."), message)
         }
 
+        /// The keys of the table at `path` in the order of the file, so that the first problem reported is the
+        /// first one written.
+        func inFileOrder(_ keys: Dictionary<String, TOMLValue>.Keys, under path: [String]) -> [String] {
+            keys.sorted { (lines.line(of: path + [$0]) ?? .max, $0) < (lines.line(of: path + [$1]) ?? .max, $1) }
+        }
+
         mutating func read(
-            _ table: TOMLTable, schema: [String: Schema.Entry], at path: [String], into settings: inout Settings
+            _ table: [String: TOMLValue], schema: [String: Schema.Entry], at path: [String],
+            into settings: inout Settings
         ) throws(ConfigError) {
-            // In the order of the file, so that the first problem reported is the first one written.
-            let keys = table.keys.sorted {
-                (lines.line(of: path + [$0]) ?? .max, $0) < (lines.line(of: path + [$1]) ?? .max, $1)
-            }
-            for key in keys {
+            for key in inFileOrder(table.keys, under: path) {
                 let keyPath = path + [key]
                 guard let value = table[key] else { continue }
                 guard let entry = schema[key] else {
@@ -115,7 +117,7 @@ public enum ConfigFile {
                 case .table(let inner):
                     guard let nested = value.table else {
                         throw error(
-                            keyPath, "expected a table ([\(keyPath.joined(separator: "."))]), found \(describe(value))")
+                            keyPath, "expected a table ([\(keyPath.joined(separator: "."))]), found \(value.summary)")
                     }
                     try read(nested, schema: inner, at: keyPath, into: &settings)
                 case .value(let apply):
@@ -126,9 +128,9 @@ public enum ConfigFile {
                     }
                 case .hostTable(let apply):
                     guard let nested = value.table else {
-                        throw error(keyPath, "expected a table of host = [ports], found \(describe(value))")
+                        throw error(keyPath, "expected a table of host = [ports], found \(value.summary)")
                     }
-                    for host in nested.keys {
+                    for host in inFileOrder(nested.keys, under: keyPath) {
                         guard let ports = nested[host] else { continue }
                         do {
                             try apply(host, ports, &settings)

@@ -2,7 +2,6 @@ import Logging
 import NetworkAddresses
 import SleepProxyCore
 import TOMLConfig
-import TOMLKit
 
 /// Why a value was refused, without the file and key (the reader adds those).
 struct Problem: Error {
@@ -14,10 +13,10 @@ struct Problem: Error {
 /// checks that the two agree.
 enum Schema {
     enum Entry: Sendable {
-        case value(@Sendable (any TOMLValueConvertible, inout Settings) throws(Problem) -> Void)
+        case value(@Sendable (TOMLValue, inout Settings) throws(Problem) -> Void)
         case table([String: Entry])
         /// A table whose keys are hosts (a MAC or a name), each with a value.
-        case hostTable(@Sendable (String, any TOMLValueConvertible, inout Settings) throws(Problem) -> Void)
+        case hostTable(@Sendable (String, TOMLValue, inout Settings) throws(Problem) -> Void)
     }
 
     static let logLevels = Logger.Level.allCases.map(\.rawValue)
@@ -176,7 +175,7 @@ enum Schema {
                     throw Problem("\"\(host)\" is not a host name or MAC")
                 }
                 let allowed = "an array of ports such as [\"tcp/32400\", \"udp/9\"] (a bare number is TCP)"
-                guard let array = value.array else { throw Problem("expected \(allowed), found \(describe(value))") }
+                guard let array = value.array else { throw Problem("expected \(allowed), found \(value.summary)") }
                 var ports: [WakePolicy.Port] = []
                 for element in array {
                     if let number = element.int {
@@ -187,7 +186,7 @@ enum Schema {
                     } else if let text = element.string, let port = WakePolicy.Port(text) {
                         ports.append(port)
                     } else {
-                        throw Problem("expected \(allowed), found \(describe(element))")
+                        throw Problem("expected \(allowed), found \(element.summary)")
                     }
                 }
                 guard !ports.isEmpty else { throw Problem("expected \(allowed), found an empty array") }
@@ -205,36 +204,36 @@ enum Schema {
 
     // MARK: Value readers
 
-    static func integer(_ value: any TOMLValueConvertible, in range: ClosedRange<Int>) throws(Problem) -> Int {
+    static func integer(_ value: TOMLValue, in range: ClosedRange<Int>) throws(Problem) -> Int {
         let allowed = "an integer from \(range.lowerBound) to \(range.upperBound)"
-        guard let number = value.int else { throw Problem("expected \(allowed), found \(describe(value))") }
+        guard let number = value.int else { throw Problem("expected \(allowed), found \(value.summary)") }
         guard range.contains(number) else { throw Problem("expected \(allowed), found \(number)") }
         return number
     }
 
-    static func boolean(_ value: any TOMLValueConvertible) throws(Problem) -> Bool {
-        guard let flag = value.bool else { throw Problem("expected true or false, found \(describe(value))") }
+    static func boolean(_ value: TOMLValue) throws(Problem) -> Bool {
+        guard let flag = value.bool else { throw Problem("expected true or false, found \(value.summary)") }
         return flag
     }
 
-    static func string(_ value: any TOMLValueConvertible, _ allowed: String) throws(Problem) -> String {
-        guard let text = value.string else { throw Problem("expected \(allowed), found \(describe(value))") }
+    static func string(_ value: TOMLValue, _ allowed: String) throws(Problem) -> String {
+        guard let text = value.string else { throw Problem("expected \(allowed), found \(value.summary)") }
         return text
     }
 
-    static func strings(_ value: any TOMLValueConvertible, _ allowed: String) throws(Problem) -> [String] {
-        guard let array = value.array else { throw Problem("expected \(allowed), found \(describe(value))") }
+    static func strings(_ value: TOMLValue, _ allowed: String) throws(Problem) -> [String] {
+        guard let array = value.array else { throw Problem("expected \(allowed), found \(value.summary)") }
         var texts: [String] = []
         for element in array {
             guard let text = element.string else {
-                throw Problem("expected \(allowed); \(describe(element)) is not a string")
+                throw Problem("expected \(allowed); \(element.summary) is not a string")
             }
             texts.append(text)
         }
         return texts
     }
 
-    static func absolutePath(_ value: any TOMLValueConvertible, allowEmpty: Bool) throws(Problem) -> String {
+    static func absolutePath(_ value: TOMLValue, allowEmpty: Bool) throws(Problem) -> String {
         let allowed = allowEmpty ? "an absolute path, or \"\" for none" : "an absolute path"
         let path = try string(value, allowed)
         guard path.hasPrefix("/") || (allowEmpty && path.isEmpty) else {

@@ -3,7 +3,7 @@ import Logging
 import NetworkAddresses
 import SleepProxyCore
 import SleepProxyDaemon
-import TOMLKit
+import TOMLConfig
 import Testing
 
 /// The config file: every key, bad values, unknown keys, the sample in Config/, and how options override it.
