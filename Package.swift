@@ -77,7 +77,7 @@ let package = Package(
         .target(name: "CBuildInfo", cSettings: buildInfoSettings),
 
         // The control protocol: Codable requests and responses shared by the daemon and `sleepproxyctl`, and the
-        // version both print.
+        // version every program prints. The client side (connection, tables, JSON output) lives in `sleepproxyctl`.
         .target(name: "SleepProxyControl", dependencies: ["CBuildInfo"], swiftSettings: swiftSettings),
 
         // Sockets and interfaces, shared by the daemon and the sleep client: UDP with packet info, and what an
@@ -207,6 +207,11 @@ let package = Package(
         .testTarget(
             name: "SleepProxyControlTests",
             dependencies: ["SleepProxyControl"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SleepProxyCtlTests",
+            dependencies: ["sleepproxyctl", "SleepProxyControl"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

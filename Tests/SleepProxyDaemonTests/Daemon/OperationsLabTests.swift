@@ -9,6 +9,8 @@ import SleepProxyDaemon
 import TestLab
 import Testing
 
+@testable import sleepproxyctl
+
 #if canImport(Glibc)
     import Glibc
 #endif

@@ -2,6 +2,8 @@ import Foundation
 import SleepProxyControl
 import Synchronization
 
+@testable import sleepproxyctl
+
 #if canImport(Glibc)
     import Glibc
 #endif

@@ -1,3 +1,5 @@
+import SleepProxyControl
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -15,14 +17,14 @@
 ///
 /// Each call opens its own connection, so a client can be shared freely. Calls block the calling thread: the
 /// administrator's command has nothing else to do meanwhile.
-public struct ControlClient: Sendable {
+struct ControlClient: Sendable {
     /// The daemon's control socket.
-    public var socketPath: String
+    var socketPath: String
     /// How long to wait for the connection and for the answer (for a `follow` stream: for its first line).
-    public var timeout: Duration
+    var timeout: Duration
 
     /// A client of the daemon listening at `socketPath`.
-    public init(socketPath: String = ControlProtocol.defaultSocketPath, timeout: Duration = .seconds(10)) {
+    init(socketPath: String = ControlProtocol.defaultSocketPath, timeout: Duration = .seconds(10)) {
         self.socketPath = socketPath
         self.timeout = timeout
     }
@@ -31,7 +33,7 @@ public struct ControlClient: Sendable {
     ///
     /// Throws a `ControlClientError` of kind `daemon` when the daemon answers with `ok` false, and of the other
     /// kinds when there is no usable answer.
-    public func request(_ request: ControlRequest) throws(ControlClientError) -> ControlResponse {
+    func request(_ request: ControlRequest) throws(ControlClientError) -> ControlResponse {
         let connection = try Connection(path: socketPath, timeout: timeout)
         defer { connection.close() }
         try connection.send(try encode(request))
@@ -47,7 +49,7 @@ public struct ControlClient: Sendable {
     /// This is for `events` with `follow`: the first answer carries the history, each later one a new event. Only
     /// the first answer is bound by `timeout`; after it the stream may stay quiet for as long as nothing happens.
     /// A line with `ok` false ends the stream with a `daemon` error.
-    public func stream(
+    func stream(
         _ request: ControlRequest, _ body: (ControlResponse) -> Bool
     ) throws(ControlClientError) {
         let connection = try Connection(path: socketPath, timeout: timeout)
@@ -113,9 +115,9 @@ private struct VersionProbe: Decodable {
 ///
 /// `kind` says which: the daemon could not be reached, did not answer in time, broke the protocol, or answered
 /// with an error. `description` is a sentence for the administrator that names the socket and the likely cause.
-public struct ControlClientError: Error, Hashable, Sendable, CustomStringConvertible {
+struct ControlClientError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The broad reason, for deciding an exit status.
-    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+    struct Kind: Hashable, Sendable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
             case unreachable
             case timedOut
@@ -126,15 +128,15 @@ public struct ControlClientError: Error, Hashable, Sendable, CustomStringConvert
         private let base: Base
 
         /// `connect()` failed: no socket, nobody listening, no permission.
-        public static let unreachable = Kind(base: .unreachable)
+        static let unreachable = Kind(base: .unreachable)
         /// The daemon took the connection but gave no answer in time.
-        public static let timedOut = Kind(base: .timedOut)
+        static let timedOut = Kind(base: .timedOut)
         /// The answer was missing, not JSON, of another protocol version, or lacked what the command needs.
-        public static let protocolViolation = Kind(base: .protocolViolation)
+        static let protocolViolation = Kind(base: .protocolViolation)
         /// The daemon answered with `ok` false; `daemonError` says why.
-        public static let daemon = Kind(base: .daemon)
+        static let daemon = Kind(base: .daemon)
 
-        public var description: String {
+        var description: String {
             switch base {
             case .unreachable: "unreachable"
             case .timedOut: "timed out"
@@ -144,21 +146,21 @@ public struct ControlClientError: Error, Hashable, Sendable, CustomStringConvert
         }
     }
 
-    public var kind: Kind
+    var kind: Kind
     /// The socket the client talked to.
-    public var socketPath: String
+    var socketPath: String
     /// The system error behind an `unreachable` or `timedOut` error.
-    public var errno: Int32?
+    var errno: Int32?
     /// The daemon's error, for kind `daemon`.
-    public var daemonError: ControlError?
+    var daemonError: ControlError?
     /// What went wrong and what to do about it, without a program name in front.
-    public var reason: String
+    var reason: String
 
-    public var description: String { reason }
+    var description: String { reason }
 
     /// The error as the protocol's error value: the daemon's own for kind `daemon`, else one with a client-side
     /// code (`unreachable`, `timed-out`, `bad-answer`). This is what `--json` prints on failure.
-    public var controlError: ControlError {
+    var controlError: ControlError {
         if let daemonError { return daemonError }
         switch kind {
         case .unreachable: return ControlError(.unreachable, reason)
@@ -178,7 +180,7 @@ public struct ControlClientError: Error, Hashable, Sendable, CustomStringConvert
     }
 
     /// `connect()` (or `socket()`) failed with `errno`.
-    public static func unreachable(socketPath: String, errno code: Int32) -> ControlClientError {
+    static func unreachable(socketPath: String, errno code: Int32) -> ControlClientError {
         let cause: String
         switch code {
         case ENOENT:
@@ -209,41 +211,41 @@ public struct ControlClientError: Error, Hashable, Sendable, CustomStringConvert
     }
 
     /// No answer arrived within `timeout`.
-    public static func timedOut(socketPath: String, timeout: Duration) -> ControlClientError {
+    static func timedOut(socketPath: String, timeout: Duration) -> ControlClientError {
         ControlClientError(
             kind: .timedOut, socketPath: socketPath,
             reason: "sleepproxyd at \(socketPath) gave no answer within \(Self.describe(timeout))", errno: EAGAIN)
     }
 
     /// The daemon closed the connection before answering.
-    public static func closedWithoutAnswer(socketPath: String) -> ControlClientError {
+    static func closedWithoutAnswer(socketPath: String) -> ControlClientError {
         ControlClientError(
             kind: .protocolViolation, socketPath: socketPath,
             reason: "sleepproxyd at \(socketPath) closed the connection without an answer")
     }
 
     /// Sending the request or reading the answer failed with `errno`.
-    public static func connectionLost(socketPath: String, errno code: Int32) -> ControlClientError {
+    static func connectionLost(socketPath: String, errno code: Int32) -> ControlClientError {
         ControlClientError(
             kind: .protocolViolation, socketPath: socketPath,
             reason: "lost the connection to sleepproxyd at \(socketPath): \(Self.systemMessage(code))", errno: code)
     }
 
     /// The answer line is not a control response.
-    public static func badAnswer(socketPath: String, detail: String) -> ControlClientError {
+    static func badAnswer(socketPath: String, detail: String) -> ControlClientError {
         ControlClientError(
             kind: .protocolViolation, socketPath: socketPath,
             reason: "sleepproxyd at \(socketPath) sent something that is not a control response: \(detail)")
     }
 
     /// The request could not be encoded.
-    public static func badRequest(socketPath: String, detail: String) -> ControlClientError {
+    static func badRequest(socketPath: String, detail: String) -> ControlClientError {
         ControlClientError(
             kind: .protocolViolation, socketPath: socketPath, reason: "could not encode the request: \(detail)")
     }
 
     /// The daemon speaks another version of the protocol.
-    public static func versionMismatch(socketPath: String, daemonVersion: Int) -> ControlClientError {
+    static func versionMismatch(socketPath: String, daemonVersion: Int) -> ControlClientError {
         ControlClientError(
             kind: .protocolViolation, socketPath: socketPath,
             reason: "sleepproxyd at \(socketPath) speaks control protocol version \(daemonVersion), but this "
@@ -252,21 +254,21 @@ public struct ControlClientError: Error, Hashable, Sendable, CustomStringConvert
     }
 
     /// The daemon closed a `follow` stream.
-    public static func streamEnded(socketPath: String) -> ControlClientError {
+    static func streamEnded(socketPath: String) -> ControlClientError {
         ControlClientError(
             kind: .protocolViolation, socketPath: socketPath,
             reason: "sleepproxyd at \(socketPath) ended the event stream (it stopped or restarted)")
     }
 
     /// The daemon answered `ok` but without the `field` the command asked for.
-    public static func missingPayload(socketPath: String, field: String) -> ControlClientError {
+    static func missingPayload(socketPath: String, field: String) -> ControlClientError {
         ControlClientError(
             kind: .protocolViolation, socketPath: socketPath,
             reason: "sleepproxyd at \(socketPath) answered without the \"\(field)\" the command asked for")
     }
 
     /// The daemon answered with `error`.
-    public static func daemon(_ error: ControlError, socketPath: String) -> ControlClientError {
+    static func daemon(_ error: ControlError, socketPath: String) -> ControlClientError {
         ControlClientError(kind: .daemon, socketPath: socketPath, reason: error.message, daemonError: error)
     }
 
@@ -294,11 +296,11 @@ public struct ControlClientError: Error, Hashable, Sendable, CustomStringConvert
 
 extension ControlError.Code {
     /// Client side only: the daemon's socket could not be reached.
-    public static let unreachable = ControlError.Code(rawValue: "unreachable")
+    static let unreachable = ControlError.Code(rawValue: "unreachable")
     /// Client side only: the daemon did not answer in time.
-    public static let timedOut = ControlError.Code(rawValue: "timed-out")
+    static let timedOut = ControlError.Code(rawValue: "timed-out")
     /// Client side only: the daemon's answer was missing or unusable.
-    public static let badAnswer = ControlError.Code(rawValue: "bad-answer")
+    static let badAnswer = ControlError.Code(rawValue: "bad-answer")
 }
 
 /// One connected control socket: a blocking descriptor and the bytes read past the last line.

@@ -2,6 +2,8 @@ import Foundation
 import SleepProxyControl
 import Testing
 
+@testable import sleepproxyctl
+
 #if canImport(Glibc)
     import Glibc
 #endif

@@ -1,10 +1,12 @@
+import SleepProxyControl
+
 /// A plain-text table: a header row and rows of cells, each column padded to its widest cell, two spaces apart.
 ///
 /// Widths only grow, so a table can also be printed a row at a time (a `follow` stream): `fit(_:)` a new row,
 /// then print `line(_:colour:)`. The last column is never padded, so lines carry no trailing spaces.
-public struct TextTable: Sendable {
+struct TextTable: Sendable {
     /// How a cell is drawn on a terminal that takes colour.
-    public struct Style: Hashable, Sendable {
+    struct Style: Hashable, Sendable {
         private enum Base: Hashable, Sendable {
             case plain
             case bold
@@ -16,15 +18,15 @@ public struct TextTable: Sendable {
 
         private let base: Base
 
-        public static let plain = Style(base: .plain)
-        public static let bold = Style(base: .bold)
-        public static let dim = Style(base: .dim)
+        static let plain = Style(base: .plain)
+        static let bold = Style(base: .bold)
+        static let dim = Style(base: .dim)
         /// Good: a held host, a registration.
-        public static let green = Style(base: .green)
+        static let green = Style(base: .green)
         /// Changing: a host being taken over or woken.
-        public static let yellow = Style(base: .yellow)
+        static let yellow = Style(base: .yellow)
         /// Wrong: a refusal, a conflict, an expired lease, dropped frames.
-        public static let red = Style(base: .red)
+        static let red = Style(base: .red)
 
         /// The ANSI escape that starts this style, empty for `plain`.
         var escape: String {
@@ -39,36 +41,36 @@ public struct TextTable: Sendable {
         }
 
         /// `text` in this style when `colour` is on, else `text` itself.
-        public func apply(_ text: String, colour: Bool) -> String {
+        func apply(_ text: String, colour: Bool) -> String {
             guard colour, self != .plain, !text.isEmpty else { return text }
             return escape + text + "\u{1B}[0m"
         }
     }
 
     /// One cell: its text and how to draw it.
-    public struct Cell: Hashable, Sendable, ExpressibleByStringLiteral {
-        public var text: String
-        public var style: Style
+    struct Cell: Hashable, Sendable, ExpressibleByStringLiteral {
+        var text: String
+        var style: Style
 
-        public init(_ text: String, _ style: Style = .plain) {
+        init(_ text: String, _ style: Style = .plain) {
             self.text = text
             self.style = style
         }
 
-        public init(stringLiteral value: String) {
+        init(stringLiteral value: String) {
             self.init(value)
         }
     }
 
-    public private(set) var headers: [String]
-    public private(set) var rows: [[Cell]] = []
+    private(set) var headers: [String]
+    private(set) var rows: [[Cell]] = []
     /// The width of each column so far: its widest cell, header included.
-    public private(set) var widths: [Int]
+    private(set) var widths: [Int]
     /// Put in front of every line.
-    public var indent: String
+    var indent: String
 
     /// An empty table with these column headers. `minimumWidths` keeps columns from starting narrower.
-    public init(headers: [String], minimumWidths: [Int] = [], indent: String = "") {
+    init(headers: [String], minimumWidths: [Int] = [], indent: String = "") {
         self.headers = headers
         self.indent = indent
         self.widths = headers.enumerated().map { index, header in
@@ -77,25 +79,25 @@ public struct TextTable: Sendable {
     }
 
     /// Adds a row at the end, widening columns as needed.
-    public mutating func append(_ row: [Cell]) {
+    mutating func append(_ row: [Cell]) {
         fit(row)
         rows.append(row)
     }
 
     /// Widens columns so that `row` fits, without keeping it.
-    public mutating func fit(_ row: [Cell]) {
+    mutating func fit(_ row: [Cell]) {
         for (index, cell) in row.enumerated() where index < widths.count {
             widths[index] = max(widths[index], cell.text.count)
         }
     }
 
     /// The header row, bold when `colour` is on.
-    public func headerLine(colour: Bool) -> String {
+    func headerLine(colour: Bool) -> String {
         line(headers.map { Cell($0, .bold) }, colour: colour)
     }
 
     /// One row drawn with the current widths. A cell wider than its column pushes the rest of the line right.
-    public func line(_ row: [Cell], colour: Bool) -> String {
+    func line(_ row: [Cell], colour: Bool) -> String {
         var text = indent
         let lastIndex = row.lastIndex { !$0.text.isEmpty } ?? -1
         for (index, cell) in row.enumerated() where index <= lastIndex {
@@ -109,7 +111,7 @@ public struct TextTable: Sendable {
     }
 
     /// The header and every row, one line each, each ending in a newline.
-    public func render(colour: Bool) -> String {
+    func render(colour: Bool) -> String {
         var text = headerLine(colour: colour) + "\n"
         for row in rows {
             text += line(row, colour: colour) + "\n"

@@ -1,7 +1,9 @@
+import SleepProxyControl
+
 #if canImport(FoundationEssentials)
-    public import FoundationEssentials
+    import FoundationEssentials
 #else
-    public import Foundation
+    import Foundation
 #endif
 
 #if canImport(Glibc)
@@ -15,17 +17,17 @@
 ///
 /// Everything that depends on the moment or the place is a property (`now`, `clockZone`), so the same report
 /// always comes out the same.
-public struct Presentation: Sendable {
+struct Presentation: Sendable {
     /// The moment relative times count from.
-    public var now: Date
+    var now: Date
     /// Whether to draw with ANSI colours and bold headers.
-    public var colour: Bool
+    var colour: Bool
     /// The zone clock times are shown in.
-    public var clockZone: ClockZone
+    var clockZone: ClockZone
     /// How many services the `hosts` table names before it says how many more there are.
-    public var maximumServicesShown = 3
+    var maximumServicesShown = 3
 
-    public init(now: Date = Date(), colour: Bool = false, clockZone: ClockZone = .local) {
+    init(now: Date = Date(), colour: Bool = false, clockZone: ClockZone = .local) {
         self.now = now
         self.colour = colour
         self.clockZone = clockZone
@@ -34,7 +36,7 @@ public struct Presentation: Sendable {
     // MARK: Times
 
     /// `date` relative to `now`: `in 1 h 12 min`, `45 s ago`, `now` (within half a second). Two units at most.
-    public static func relative(_ date: Date, to now: Date) -> String {
+    static func relative(_ date: Date, to now: Date) -> String {
         let seconds = date.timeIntervalSince(now).rounded()
         guard seconds.isFinite else { return "-" }
         if seconds == 0 { return "now" }
@@ -44,7 +46,7 @@ public struct Presentation: Sendable {
 
     /// A length of time in its two largest units, the smaller one left out when it is zero: `45 s`, `1 min 30 s`,
     /// `1 h 12 min`, `2 d 4 h`, `3 d`. Rounds to whole seconds; less than half a second is `0 s`.
-    public static func duration(_ seconds: Double) -> String {
+    static func duration(_ seconds: Double) -> String {
         guard seconds.isFinite else { return "-" }
         let total = Int64(min(max(0, seconds.rounded()), 1e15))
         let units: [(name: String, seconds: Int64)] = [("d", 86_400), ("h", 3_600), ("min", 60), ("s", 1)]
@@ -61,13 +63,13 @@ public struct Presentation: Sendable {
     }
 
     /// `date` relative to this presentation's `now`.
-    public func relative(_ date: Date) -> String {
+    func relative(_ date: Date) -> String {
         Self.relative(date, to: now)
     }
 
     /// A clock time in `clockZone`: `HH:mm:ss` when `date` falls on the same day as `now`, else
     /// `yyyy-MM-dd HH:mm:ss`.
-    public func clockTime(_ date: Date) -> String {
+    func clockTime(_ date: Date) -> String {
         let parts = clockZone.fields(of: date)
         let time = "\(Self.pad(parts.hour, 2)):\(Self.pad(parts.minute, 2)):\(Self.pad(parts.second, 2))"
         let today = clockZone.fields(of: now)
@@ -83,7 +85,7 @@ public struct Presentation: Sendable {
     // MARK: Status
 
     /// `status`: the daemon, then a table of its interfaces.
-    public func status(_ report: StatusReport) -> String {
+    func status(_ report: StatusReport) -> String {
         var text = TextTable.Style.bold.apply("sleepproxyd \(report.daemonVersion)", colour: colour) + "\n"
         text += fields([
             ("up", TextTable.Cell("\(Self.duration(report.uptimeSeconds)) (since \(clockTime(report.startedAt)))")),
@@ -121,7 +123,7 @@ public struct Presentation: Sendable {
     // MARK: Hosts
 
     /// `hosts`: one line per held host, or `no hosts held`.
-    public func hosts(_ hosts: [HostSummary]) -> String {
+    func hosts(_ hosts: [HostSummary]) -> String {
         guard !hosts.isEmpty else { return "no hosts held\n" }
         var table = TextTable(headers: [
             "NAME", "MAC", "INTERFACE", "ADDRESSES", "SERVICES", "STATE", "LEASE", "LAST WAKE",
@@ -169,7 +171,7 @@ public struct Presentation: Sendable {
     // MARK: One host
 
     /// `show`: the host's facts, then its addresses and its records.
-    public func host(_ detail: HostDetail) -> String {
+    func host(_ detail: HostDetail) -> String {
         let summary = detail.summary
         let leaseText: TextTable.Cell
         if let expiry = summary.leaseExpiresAt {
@@ -271,14 +273,14 @@ public struct Presentation: Sendable {
     // MARK: Events
 
     /// `events`: the history as a table, oldest first, or `no events recorded`.
-    public func events(_ events: [EventReport]) -> String {
+    func events(_ events: [EventReport]) -> String {
         guard !events.isEmpty else { return "no events recorded\n" }
         return eventTable(events).render(colour: colour)
     }
 
     /// The events table, for printing whole or, with `streaming`, as the start of a `follow` stream. A streaming
     /// table starts its columns wide enough for typical events, so that later lines mostly stay aligned.
-    public func eventTable(_ events: [EventReport], streaming: Bool = false) -> TextTable {
+    func eventTable(_ events: [EventReport], streaming: Bool = false) -> TextTable {
         var table = TextTable(
             headers: ["TIME", "KIND", "INTERFACE", "HOST", "SOURCE", "DETAIL"],
             minimumWidths: streaming ? [8, 14, 9, 17, 20] : [])
@@ -289,7 +291,7 @@ public struct Presentation: Sendable {
     }
 
     /// One event as a row of the events table.
-    public func eventRow(_ event: EventReport) -> [TextTable.Cell] {
+    func eventRow(_ event: EventReport) -> [TextTable.Cell] {
         let style: TextTable.Style =
             switch event.kind {
             case "registered", "renewed": .green
@@ -342,7 +344,7 @@ public struct Presentation: Sendable {
 ///
 /// Local time is the C library's (`localtime_r`): the `TZ` variable, else `/etc/localtime`, as `date` shows it,
 /// with no time zone database of our own.
-public struct ClockZone: Hashable, Sendable {
+struct ClockZone: Hashable, Sendable {
     private enum Code: Hashable, Sendable {
         case local
         case offset(seconds: Int)
@@ -350,12 +352,12 @@ public struct ClockZone: Hashable, Sendable {
     private let code: Code
 
     /// The system's local time, summer time included.
-    public static let local = ClockZone(code: .local)
+    static let local = ClockZone(code: .local)
     /// Coordinated Universal Time.
-    public static let utc = ClockZone(code: .offset(seconds: 0))
+    static let utc = ClockZone(code: .offset(seconds: 0))
 
     /// A fixed offset east of UTC, in seconds (`7200` is UTC+2).
-    public static func fixed(secondsFromUTC: Int) -> ClockZone {
+    static func fixed(secondsFromUTC: Int) -> ClockZone {
         ClockZone(code: .offset(seconds: secondsFromUTC))
     }
 

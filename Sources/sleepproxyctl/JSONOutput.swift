@@ -1,14 +1,16 @@
+import SleepProxyControl
+
 #if canImport(FoundationEssentials)
-    public import FoundationEssentials
+    import FoundationEssentials
 #else
-    public import Foundation
+    import Foundation
 #endif
 
 /// What `sleepproxyctl wake` and `forget` print with `--json`: the daemon's sentence.
-public struct MessageReport: Codable, Hashable, Sendable {
-    public var message: String
+struct MessageReport: Codable, Hashable, Sendable {
+    var message: String
 
-    public init(message: String) {
+    init(message: String) {
         self.message = message
     }
 }
@@ -16,7 +18,7 @@ public struct MessageReport: Codable, Hashable, Sendable {
 extension ControlProtocol {
     /// The protocol's encoder, indented for people: what `sleepproxyctl --json` prints, apart from the one line
     /// per event of a `follow` stream.
-    public static func prettyEncoder() -> JSONEncoder {
+    static func prettyEncoder() -> JSONEncoder {
         let encoder = encoder()
         encoder.outputFormatting.insert(.prettyPrinted)
         return encoder
@@ -24,7 +26,7 @@ extension ControlProtocol {
 
     /// `value` as `sleepproxyctl --json` prints it: indented, with a final newline. An empty array is `[]`
     /// (the encoder on its own spreads it over three lines).
-    public static func prettyText(_ value: some Encodable) throws -> String {
+    static func prettyText(_ value: some Encodable) throws -> String {
         let text = String(decoding: try prettyEncoder().encode(value), as: UTF8.self)
         if text.count < 8, text.allSatisfy({ $0 == "[" || $0 == "]" || $0.isWhitespace }) { return "[]\n" }
         return text + "\n"
