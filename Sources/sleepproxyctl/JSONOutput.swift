@@ -9,10 +9,6 @@ import SleepProxyControl
 /// What `sleepproxyctl wake` and `forget` print with `--json`: the daemon's sentence.
 struct MessageReport: Codable, Hashable, Sendable {
     var message: String
-
-    init(message: String) {
-        self.message = message
-    }
 }
 
 extension ControlProtocol {
