@@ -149,7 +149,7 @@ let package = Package(
             name: "SleepProxyBenchmarks",
             dependencies: [
                 "DNSWire", "Frames", "NetworkAddresses", "SleepProxyCore", "LeaseStore", "SleepProxyDaemon", "TestLab",
-                "NetworkIO", .product(name: "Logging", package: "swift-log"),
+                "CaptureStream", "NetworkIO", .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/SleepProxyBenchmarks",
             swiftSettings: swiftSettings
@@ -165,6 +165,13 @@ let package = Package(
         .target(
             name: "TestLab",
             path: "Tests/TestLab",
+            swiftSettings: swiftSettings
+        ),
+        // Captured frames as an AsyncStream, for tests and benchmarks that wait for what went over the wire.
+        .target(
+            name: "CaptureStream",
+            dependencies: ["SleepProxyDaemon"],
+            path: "Tests/CaptureStream",
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -219,7 +226,7 @@ let package = Package(
             dependencies: [
                 "SleepProxyDaemon", "SleepProxyCore", "LeaseStore", "DNSWire", "Frames", "NetworkAddresses", "TestLab",
                 "SleepProxyControl", "sleepproxyctl", "sleepproxy-client", "SleepProxyClient", "NetworkIO",
-                "TOMLConfig",
+                "TOMLConfig", "CaptureStream",
             ],
             swiftSettings: swiftSettings
         ),

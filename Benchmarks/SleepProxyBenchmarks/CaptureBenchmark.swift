@@ -1,3 +1,4 @@
+import CaptureStream
 import DNSWire
 import Foundation
 import Frames
@@ -59,7 +60,7 @@ func runCaptureCapacityBenchmark(held: Int = 4_096, rate: Int = 10_000, seconds:
         // Let the 4,096 take-overs (7 frames each) run their course first.
         try await Task.sleep(for: .seconds(13))
 
-        let injector = try lab.withNamespace(.waker) { try PacketCapture(interface: "eth0") }
+        let injector = try lab.withNamespace(.waker) { try CaptureStream(interface: "eth0") }
         defer { injector.close() }
         var flood: [[UInt8]] = []
         for index in 0..<1_000 {

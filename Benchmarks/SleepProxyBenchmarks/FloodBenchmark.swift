@@ -1,3 +1,4 @@
+import CaptureStream
 import DNSWire
 import Foundation
 import Frames
@@ -63,11 +64,11 @@ func runFloodBenchmark() async throws {
         try await Task.sleep(for: .seconds(3))
 
         let sleeperMAC = MACAddress(lab.host(.sleeper).macString)!
-        let magic = try lab.withNamespace(.sleeper) { try PacketCapture(interface: "eth0") }
+        let magic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
         defer { magic.close() }
         try magic.setFilter("ether proto 0x0842")
         let syns = try client.withNamespace {
-            try PacketCapture(interface: "eth0", options: PacketCapture.Options(direction: .outgoing))
+            try CaptureStream(interface: "eth0", options: PacketCapture.Options(direction: .outgoing))
         }
         defer { syns.close() }
         try syns.setFilter("tcp dst port 22 and tcp[tcpflags] & tcp-syn != 0")

@@ -1,3 +1,4 @@
+import CaptureStream
 import DNSWire
 import Foundation
 import Frames
@@ -165,11 +166,11 @@ func measureAnswers(
 func measureWakes(_ lab: Lab, profile: HeldHostsProfile, wakes: Int) async throws -> [Double] {
     let targets = profile.sample(wakes)
     let wire = try lab.withNamespace(.proxy) {
-        try PacketCapture(interface: "eth0", options: PacketCapture.Options(direction: .both))
+        try CaptureStream(interface: "eth0", options: PacketCapture.Options(direction: .both))
     }
     defer { wire.close() }
     try wire.setFilter("(ip6 and tcp dst port 22) or ether proto 0x0842")
-    let injector = try lab.withNamespace(.waker) { try PacketCapture(interface: "eth0") }
+    let injector = try lab.withNamespace(.waker) { try CaptureStream(interface: "eth0") }
     defer { injector.close() }
     let collector = Task {
         var syn: [IPv6Address: Duration] = [:]

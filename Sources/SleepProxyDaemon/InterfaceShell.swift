@@ -235,12 +235,13 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
         return link
     }
 
-    /// Frames the capture received and dropped (kernel, interface and daemon together), if capturing.
+    /// Frames the capture received and dropped (kernel and interface together), if capturing. The daemon drops
+    /// none: its handler takes each frame as it is read.
     public var captureCounts: (received: Int, dropped: Int)? {
         guard let statistics = try? capture?.statistics() else { return nil }
         return (
             Int(statistics.received),
-            Int(statistics.droppedByKernel) + Int(statistics.droppedByInterface) + Int(statistics.droppedByStream)
+            Int(statistics.droppedByKernel) + Int(statistics.droppedByInterface)
         )
     }
 
@@ -250,7 +251,7 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
         stopped = true
         if let statistics = try? capture?.statistics() {
             logger.notice(
-                "capture statistics on \(name): received \(statistics.received), dropped by the kernel \(statistics.droppedByKernel), by the interface \(statistics.droppedByInterface), by the daemon \(statistics.droppedByStream)"
+                "capture statistics on \(name): received \(statistics.received), dropped by the kernel \(statistics.droppedByKernel), by the interface \(statistics.droppedByInterface)"
             )
         }
         for source in sources { source.cancel() }

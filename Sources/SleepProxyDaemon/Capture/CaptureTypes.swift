@@ -30,23 +30,19 @@ extension PacketCapture {
         /// Frames dropped by the interface or its driver (`ps_ifdrop`); libpcap reads this from sysfs, which
         /// only shows interfaces of the namespace sysfs was mounted in.
         public var droppedByInterface: UInt64
-        /// Frames read from libpcap and copied.
+        /// Frames read from libpcap and handed to the handler.
         public var captured: UInt64
-        /// Frames dropped by the bounded ``PacketCapture/frames`` buffer because the consumer fell behind.
-        public var droppedByStream: UInt64
 
         public init(
             received: UInt64,
             droppedByKernel: UInt64,
             droppedByInterface: UInt64,
-            captured: UInt64,
-            droppedByStream: UInt64
+            captured: UInt64
         ) {
             self.received = received
             self.droppedByKernel = droppedByKernel
             self.droppedByInterface = droppedByInterface
             self.captured = captured
-            self.droppedByStream = droppedByStream
         }
     }
 
@@ -74,11 +70,6 @@ extension PacketCapture {
         public var snapshotLength: Int
         /// Size of the kernel's capture buffer in bytes (`pcap_set_buffer_size`).
         public var kernelBufferSize: Int
-        /// Frames that ``PacketCapture/frames`` holds for a slow consumer. When full, the oldest buffered frame
-        /// is dropped to make room for the new one (`.bufferingNewest`) and counted in
-        /// ``Statistics/droppedByStream``: under overload, fresh frames matter more than stale ones, and a peer
-        /// that is still trying retransmits.
-        public var streamBufferSize: Int
         /// Promiscuous mode; off by default because peers address the proxy's own MAC.
         public var promiscuous: Bool
         /// Which direction of traffic to capture.
@@ -87,13 +78,11 @@ extension PacketCapture {
         public init(
             snapshotLength: Int = 65_535,
             kernelBufferSize: Int = 2 * 1024 * 1024,
-            streamBufferSize: Int = 4096,
             promiscuous: Bool = false,
             direction: Direction = .both
         ) {
             self.snapshotLength = snapshotLength
             self.kernelBufferSize = kernelBufferSize
-            self.streamBufferSize = streamBufferSize
             self.promiscuous = promiscuous
             self.direction = direction
         }

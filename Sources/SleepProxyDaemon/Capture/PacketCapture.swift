@@ -6,12 +6,11 @@ import NetworkIO
     import Glibc
 #endif
 
-/// A libpcap capture handle on one interface: frames come out as copies, on ``frames`` or to a handler; frames go
-/// out through ``inject(_:)``.
+/// A libpcap capture handle on one interface: frames come out as copies to a handler; frames go out through
+/// ``inject(_:)``.
 ///
-/// libpcap handles are not thread-safe, so one serial queue owns the handle: a private one (frames on
-/// ``frames``), or the caller's (``init(interface:options:queue:)``, frames to the handler given to
-/// ``startDelivering(_:)`` on that queue, as they are read: no hop between threads). A read source on the
+/// libpcap handles are not thread-safe, so the caller's serial queue owns the handle: frames go to the handler
+/// given to ``startDelivering(_:)``, on that queue, as they are read (no hop between threads). A read source on the
 /// handle's selectable descriptor drains it on that queue; ``setFilter(_:)``, ``inject(_:)``, ``statistics()``
 /// and ``close()`` run on the same queue (synchronously from other threads, at once when called on it), so they
 /// may be called from any thread or task, and from the handler itself.
@@ -24,11 +23,6 @@ public final class PacketCapture: Sendable {
     /// The interface this capture was opened on.
     public let interfaceName: String
 
-    /// Captured frames in capture order, buffered up to ``Options/streamBufferSize`` frames (the newest are
-    /// kept). Finishes when the capture is closed or reading fails. Iterate it from one task at a time;
-    /// cancelling a task that waits on it ends the stream for good (`AsyncStream` semantics).
-    public let frames: AsyncStream<CapturedFrame>
-
     private let queue: DispatchQueue
     /// Set on `queue` to this capture's owner: tells whether a call is already on the queue.
     private let queueKey: DispatchSpecificKey<ObjectIdentifier>
@@ -36,42 +30,20 @@ public final class PacketCapture: Sendable {
     /// Left when the read source's cancel handler has run; the handle may only be closed after that.
     private let sourceCancelled: DispatchGroup
 
-    /// Opens `interface` for capture and injection.
+    /// Opens `interface` for capture and injection, owned by `queue`: frames go to the handler given to
+    /// ``startDelivering(_:)``, called on `queue` as each frame is read.
     ///
     /// Immediate mode is always on, so frames are delivered as soon as they arrive.
     ///
     /// - Throws: ``SystemError`` with code ``SystemError/Code/interfaceNotFound``,
     ///   ``SystemError/Code/permissionDenied`` (needs `CAP_NET_RAW`), or another open failure.
-    public convenience init(interface: String, options: Options = Options()) throws {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: CapturedFrame.self,
-            bufferingPolicy: .bufferingNewest(max(1, options.streamBufferSize))
-        )
-        try self.init(
-            interface: interface, options: options, queue: DispatchQueue(label: "sleepproxy.capture.\(interface)"),
-            stream: stream, sink: .stream(continuation))
-        queue.sync { owner.activate() }
-    }
-
-    /// Opens `interface` for capture and injection, owned by `queue`: frames go to the handler given to
-    /// ``startDelivering(_:)``, called on `queue` as each frame is read. ``frames`` stays empty.
-    ///
-    /// - Throws: as ``init(interface:options:)``.
-    public convenience init(interface: String, options: Options = Options(), queue: DispatchQueue) throws {
-        let (stream, continuation) = AsyncStream.makeStream(of: CapturedFrame.self)
-        continuation.finish()
-        try self.init(interface: interface, options: options, queue: queue, stream: stream, sink: .handler(nil))
-    }
-
-    private init(
-        interface: String, options: Options, queue: DispatchQueue, stream: AsyncStream<CapturedFrame>, sink: Sink
-    ) throws {
+    public init(interface: String, options: Options = Options(), queue: DispatchQueue) throws {
         let handle = try Self.open(interface: interface, options: options)
         let nanosecondStamps = pcap_get_tstamp_precision(handle) == PCAP_TSTAMP_PRECISION_NANO
         let owner = HandleOwner(
             interface: interface,
             handle: handle,
-            receiver: Receiver(sink: sink, nanosecondStamps: nanosecondStamps)
+            receiver: Receiver(nanosecondStamps: nanosecondStamps)
         )
         let group = DispatchGroup()
         let key = DispatchSpecificKey<ObjectIdentifier>()
@@ -97,20 +69,18 @@ public final class PacketCapture: Sendable {
         }
 
         self.interfaceName = interface
-        self.frames = stream
         self.queue = queue
         self.queueKey = key
         self.owner = owner
         self.sourceCancelled = group
     }
 
-    /// Starts handing frames to `handler`, on the capture's queue, for a capture opened with
-    /// ``init(interface:options:queue:)``. Call it once, on that queue. The frame's bytes are a copy the handler
+    /// Starts handing frames to `handler`, on the capture's queue. Call it once, on that queue. The frame's bytes are a copy the handler
     /// may keep.
     public func startDelivering(_ handler: @escaping (CapturedFrame) -> Void) {
         onQueue {
-            guard case .handler(nil) = owner.receiver.sink, !owner.closing, !owner.activated else { return }
-            owner.receiver.sink = .handler(handler)
+            guard owner.receiver.handler == nil, !owner.closing, !owner.activated else { return }
+            owner.receiver.handler = handler
             owner.activate()
         }
     }
@@ -204,8 +174,7 @@ public final class PacketCapture: Sendable {
                 received: UInt64(stat.ps_recv),
                 droppedByKernel: UInt64(stat.ps_drop),
                 droppedByInterface: UInt64(stat.ps_ifdrop),
-                captured: owner.receiver.captured,
-                droppedByStream: owner.receiver.droppedByStream
+                captured: owner.receiver.captured
             )
         }
     }
@@ -215,7 +184,7 @@ public final class PacketCapture: Sendable {
         onQueue { owner.closing }
     }
 
-    /// Stops reading, closes the handle and finishes ``frames``. Safe to call more than once and from any thread.
+    /// Stops reading and closes the handle. Safe to call more than once and from any thread.
     /// From another thread it returns once the handle is closed; on the capture's queue (in the handler, say) the
     /// handle closes as soon as the read source has stopped, a moment later on the same queue.
     public func close() {
@@ -299,29 +268,15 @@ public final class PacketCapture: Sendable {
     }
 }
 
-/// Where captured frames go: a stream, or a handler called on the capture's queue (nil until delivery starts).
-private enum Sink {
-    case stream(AsyncStream<CapturedFrame>.Continuation)
-    case handler(((CapturedFrame) -> Void)?)
-}
-
-/// Receives frames from `pcap_dispatch`; touched only on the capture's queue.
+/// Receives frames from `pcap_dispatch` and hands them to the handler (nil until delivery starts, and again once
+/// the capture closes); touched only on the capture's queue.
 private final class Receiver {
-    var sink: Sink
+    var handler: ((CapturedFrame) -> Void)?
     let nanosecondStamps: Bool
     var captured: UInt64 = 0
-    var droppedByStream: UInt64 = 0
 
-    init(sink: Sink, nanosecondStamps: Bool) {
-        self.sink = sink
+    init(nanosecondStamps: Bool) {
         self.nanosecondStamps = nanosecondStamps
-    }
-
-    func finish() {
-        switch sink {
-        case .stream(let continuation): continuation.finish()
-        case .handler: sink = .handler(nil)
-        }
     }
 
     func deliver(header: pcap_pkthdr, bytes: UnsafePointer<UInt8>) {
@@ -335,14 +290,7 @@ private final class Receiver {
             originalLength: Int(header.len)
         )
         captured += 1
-        switch sink {
-        case .stream(let continuation):
-            if case .dropped = continuation.yield(frame) {
-                droppedByStream += 1
-            }
-        case .handler(let handler):
-            handler?(frame)
-        }
+        handler?(frame)
     }
 }
 
@@ -385,7 +333,7 @@ private final class HandleOwner: @unchecked Sendable {
             if count < 0 && count != PCAP_ERROR_BREAK {
                 // The interface is gone or the socket failed; nothing more will come.
                 stopReading()
-                receiver.finish()
+                receiver.handler = nil
             }
             return
         }
@@ -402,7 +350,7 @@ private final class HandleOwner: @unchecked Sendable {
         guard !closing else { return }
         closing = true
         // Closed from the handler: the frames left in this `pcap_dispatch` round are not delivered.
-        if case .handler = receiver.sink { receiver.sink = .handler(nil) }
+        receiver.handler = nil
         if let handle { pcap_breakloop(handle) }
         stopReading()
         if !activated {
@@ -424,7 +372,7 @@ private final class HandleOwner: @unchecked Sendable {
             pcap_close(handle)
             self.handle = nil
         }
-        receiver.finish()
+        receiver.handler = nil
     }
 
     private func stopReading() {

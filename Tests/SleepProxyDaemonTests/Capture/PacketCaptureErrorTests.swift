@@ -59,7 +59,7 @@ struct PacketCaptureErrorTests {
     @Test func openingWithoutCapNetRawNamesTheCapability() async throws {
         let outcome = try await onThreadWithoutCapNetRaw { () -> Result<Void, SystemError> in
             do {
-                let capture = try PacketCapture(interface: "lo")
+                let capture = try PacketCapture(interface: "lo", queue: DispatchQueue(label: "test.capture"))
                 capture.close()
                 return .success(())
             } catch let error as SystemError {

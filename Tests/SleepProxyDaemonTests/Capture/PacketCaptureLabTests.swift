@@ -1,3 +1,4 @@
+import CaptureStream
 import Dispatch
 import Frames
 import NetworkAddresses
@@ -19,7 +20,7 @@ struct PacketCaptureLabTests {
         try await Lab.withLab { lab in
             let proxy = lab.host(.proxy)
             let waker = lab.host(.waker)
-            let capture = try lab.withNamespace(.proxy) { try PacketCapture(interface: proxy.interfaceName) }
+            let capture = try lab.withNamespace(.proxy) { try CaptureStream(interface: proxy.interfaceName) }
             defer { capture.close() }
             try capture.setFilter("arp")
 
@@ -46,7 +47,7 @@ struct PacketCaptureLabTests {
         try await Lab.withLab { lab in
             let proxy = lab.host(.proxy)
             let waker = lab.host(.waker)
-            let capture = try lab.withNamespace(.proxy) { try PacketCapture(interface: proxy.interfaceName) }
+            let capture = try lab.withNamespace(.proxy) { try CaptureStream(interface: proxy.interfaceName) }
             defer { capture.close() }
             try capture.setFilter("tcp")
 
@@ -80,9 +81,9 @@ struct PacketCaptureLabTests {
             let proxy = lab.host(.proxy)
             let sleeper = lab.host(.sleeper)
             if sleeperAsleep { try lab.sleep(.sleeper) }
-            let injector = try lab.withNamespace(.proxy) { try PacketCapture(interface: proxy.interfaceName) }
+            let injector = try lab.withNamespace(.proxy) { try CaptureStream(interface: proxy.interfaceName) }
             defer { injector.close() }
-            let receiver = try lab.withNamespace(.sleeper) { try PacketCapture(interface: sleeper.interfaceName) }
+            let receiver = try lab.withNamespace(.sleeper) { try CaptureStream(interface: sleeper.interfaceName) }
             defer { receiver.close() }
             try receiver.setFilter("ether proto 0x0842")
 
@@ -105,7 +106,7 @@ struct PacketCaptureLabTests {
         try await Lab.withLab { lab in
             let proxy = lab.host(.proxy)
             let sleeper = lab.host(.sleeper)
-            let capture = try lab.withNamespace(.proxy) { try PacketCapture(interface: proxy.interfaceName) }
+            let capture = try lab.withNamespace(.proxy) { try CaptureStream(interface: proxy.interfaceName) }
             defer { capture.close() }
 
             // With "arp": a connection attempt, then an ARP request for the sleeper as an end marker. Frames
@@ -139,35 +140,6 @@ struct PacketCaptureLabTests {
             #expect(statistics.captured >= UInt64(arpPhase.count + tcpPhase.count))
             #expect(statistics.received >= 1)
             #expect(statistics.droppedByKernel == 0)
-            #expect(statistics.droppedByStream == 0)
-        }
-    }
-
-    @Test func boundedStreamKeepsNewestFramesAndCountsDrops() async throws {
-        try await Lab.withLab { lab in
-            let proxy = lab.host(.proxy)
-            let sleeper = lab.host(.sleeper)
-            let capture = try lab.withNamespace(.proxy) {
-                try PacketCapture(interface: proxy.interfaceName, options: .init(streamBufferSize: 2))
-            }
-            defer { capture.close() }
-            try capture.setFilter("ether proto 0x0842")
-            let sender = try lab.withNamespace(.sleeper) { try PacketCapture(interface: sleeper.interfaceName) }
-            defer { sender.close() }
-
-            // Ten numbered frames while nobody reads the stream.
-            for sequence in 0..<10 {
-                try sender.inject(
-                    proxy.mac + sleeper.mac + [0x08, 0x42] + Array(repeating: UInt8(sequence), count: 46))
-            }
-            let statistics = try await waitForStatistics(capture, "all ten frames captured") { $0.captured >= 10 }
-            #expect(statistics.captured == 10)
-            #expect(statistics.droppedByStream == 8)
-            #expect(statistics.received >= 10)
-
-            // The two newest survive.
-            let kept = try await elements(of: capture.frames, "the two buffered frames") { $0.bytes[14] == 9 }
-            #expect(kept.map { $0.bytes[14] } == [8, 9])
         }
     }
 
@@ -186,7 +158,7 @@ struct PacketCaptureLabTests {
             }
             defer { capture.close() }
             try capture.setFilter("ether proto 0x0842")
-            let echo = try lab.withNamespace(.sleeper) { try PacketCapture(interface: sleeper.interfaceName) }
+            let echo = try lab.withNamespace(.sleeper) { try CaptureStream(interface: sleeper.interfaceName) }
             defer { echo.close() }
             try echo.setFilter("ether proto 0x0843")
 
@@ -213,7 +185,7 @@ struct PacketCaptureLabTests {
                     }
                 }
             }
-            let sender = try lab.withNamespace(.sleeper) { try PacketCapture(interface: sleeper.interfaceName) }
+            let sender = try lab.withNamespace(.sleeper) { try CaptureStream(interface: sleeper.interfaceName) }
             defer { sender.close() }
             for number in 0..<8 {
                 try sender.inject(proxy.mac + sleeper.mac + [0x08, 0x42] + Array(repeating: UInt8(number), count: 46))
@@ -256,7 +228,7 @@ struct PacketCaptureLabTests {
     @Test func closeFinishesTheStreamAndIsIdempotent() async throws {
         try await Lab.withLab { lab in
             let proxy = lab.host(.proxy)
-            let capture = try lab.withNamespace(.proxy) { try PacketCapture(interface: proxy.interfaceName) }
+            let capture = try lab.withNamespace(.proxy) { try CaptureStream(interface: proxy.interfaceName) }
             let frames = capture.frames
             let consumer = Task { () -> Int in
                 var count = 0
@@ -286,7 +258,7 @@ struct PacketCaptureLabTests {
     @Test func openingAMissingInterfaceFailsSpecifically() async throws {
         try await Lab.withLab { lab in
             let error = #expect(throws: SystemError.self) {
-                try lab.withNamespace(.proxy) { try PacketCapture(interface: "nosuch0") }
+                try lab.withNamespace(.proxy) { try CaptureStream(interface: "nosuch0") }
             }
             #expect(error?.code == .interfaceNotFound)
             #expect(error?.description.contains("'nosuch0'") == true, "\(String(describing: error))")
@@ -297,7 +269,7 @@ struct PacketCaptureLabTests {
         try await Lab.withLab { lab in
             let proxy = lab.host(.proxy)
             let sleeper = lab.host(.sleeper)
-            let capture = try lab.withNamespace(.proxy) { try PacketCapture(interface: proxy.interfaceName) }
+            let capture = try lab.withNamespace(.proxy) { try CaptureStream(interface: proxy.interfaceName) }
             defer { capture.close() }
             try capture.setFilter("ether proto 0x0842")
 
@@ -313,7 +285,7 @@ struct PacketCaptureLabTests {
             #expect(tooShort?.code == .injectFailed)
 
             // The previous filter is still in effect.
-            let sender = try lab.withNamespace(.sleeper) { try PacketCapture(interface: sleeper.interfaceName) }
+            let sender = try lab.withNamespace(.sleeper) { try CaptureStream(interface: sleeper.interfaceName) }
             defer { sender.close() }
             let magic = try magicFrame(from: sleeper.mac, to: proxy.mac)
             try sender.inject(magic)

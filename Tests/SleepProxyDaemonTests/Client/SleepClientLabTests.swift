@@ -1,3 +1,4 @@
+import CaptureStream
 import Foundation
 import SleepProxyClient
 import SleepProxyDaemon
@@ -194,7 +195,7 @@ struct SleepClientLabTests {
             _ = try await lab.startAvahi(
                 on: .waker, hostName: "waker",
                 services: [AvahiService(name: "10-10-10-10.1 Silent", type: "_sleep-proxy._udp", port: 5999)])
-            let wire = try lab.withNamespace(.waker) { try PacketCapture(interface: "eth0") }
+            let wire = try lab.withNamespace(.waker) { try CaptureStream(interface: "eth0") }
             defer { wire.close() }
             try wire.setFilter("udp dst port 5999")
             _ = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: Self.services)

@@ -1,3 +1,4 @@
+import CaptureStream
 import DNSWire
 import Foundation
 import Frames
@@ -155,8 +156,8 @@ struct KeepaliveLabTests {
         }
     }
 
-    func magicPackets(_ lab: Lab) throws -> PacketCapture {
-        let nic = try lab.withNamespace(.sleeper) { try PacketCapture(interface: "eth0") }
+    func magicPackets(_ lab: Lab) throws -> CaptureStream {
+        let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
         try nic.setFilter("ether proto 0x0842")
         return nic
     }

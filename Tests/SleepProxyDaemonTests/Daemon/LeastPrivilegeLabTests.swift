@@ -1,3 +1,4 @@
+import CaptureStream
 import Foundation
 import Frames
 import NetworkAddresses
@@ -69,7 +70,7 @@ struct LeastPrivilegeLabTests {
             // CAP_NET_ADMIN (12) and CAP_NET_RAW (13): 0x3000, nothing else, not even in the bounding set.
             #expect(identity.effective == "0000000000003000" && identity.bounding == "0000000000003000", "\(identity)")
 
-            let nic = try lab.withNamespace(.sleeper) { try PacketCapture(interface: "eth0") }
+            let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
             defer { nic.close() }
             try nic.setFilter("ether proto 0x0842")
             try await MacSleeper.registerAndSleep(lab)

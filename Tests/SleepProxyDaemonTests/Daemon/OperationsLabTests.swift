@@ -1,3 +1,4 @@
+import CaptureStream
 import DNSWire
 import Foundation
 import Frames
@@ -106,8 +107,8 @@ struct OperationsLabTests {
         }
     }
 
-    func magicPackets(namespace: String) throws -> PacketCapture {
-        let nic = try Lab.withNamespace(named: namespace) { try PacketCapture(interface: "eth0") }
+    func magicPackets(namespace: String) throws -> CaptureStream {
+        let nic = try Lab.withNamespace(named: namespace) { try CaptureStream(interface: "eth0") }
         try nic.setFilter("ether proto 0x0842")
         return nic
     }

@@ -1,3 +1,4 @@
+import CaptureStream
 import DNSWire
 import Foundation
 import Frames
@@ -21,15 +22,15 @@ struct SleepingHostLabTests {
     }
 
     /// What reaches the sleeping NIC: magic packets.
-    func magicPackets(_ lab: Lab) throws -> PacketCapture {
-        let nic = try lab.withNamespace(.sleeper) { try PacketCapture(interface: "eth0") }
+    func magicPackets(_ lab: Lab) throws -> CaptureStream {
+        let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
         try nic.setFilter("ether proto 0x0842")
         return nic
     }
 
     /// While asleep: answered by the proxy, its address claimed, a SYN to another port wakes nothing, a SYN to
     /// its ssh port wakes it.
-    func expectHeldThenWokenBySSH(_ lab: Lab, daemon: LabProcess, nic: PacketCapture, name: String) async throws {
+    func expectHeldThenWokenBySSH(_ lab: Lab, daemon: LabProcess, nic: CaptureStream, name: String) async throws {
         let sleeper = lab.host(.sleeper)
         _ = try await eventually("the take-over of \(sleeper.ipv4)", within: .seconds(20)) {
             daemon.stderr.contains("took over \(sleeper.ipv4)") ? true : nil
@@ -115,7 +116,7 @@ struct SleepingHostLabTests {
 
             // What the proxy multicasts from now on, as the waker sees it.
             let proxyMAC = lab.host(.proxy).macString
-            let wire = try lab.withNamespace(.waker) { try PacketCapture(interface: "eth0") }
+            let wire = try lab.withNamespace(.waker) { try CaptureStream(interface: "eth0") }
             defer { wire.close() }
             try wire.setFilter("udp port 5353 and ether src \(proxyMAC)")
 
@@ -124,7 +125,7 @@ struct SleepingHostLabTests {
                 daemon.stderr.contains("released") ? true : nil
             }
             #expect(daemon.stderr.contains("OWNER seq 4 (held 3)"), "\(daemon.stderr)")
-            let laterMagic = try lab.withNamespace(.sleeper) { try PacketCapture(interface: "eth0") }
+            let laterMagic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
             defer { laterMagic.close() }
             try laterMagic.setFilter("ether proto 0x0842")
             await #expect(throws: TimeoutError.self, "no magic packet after the release") {

@@ -1,3 +1,4 @@
+import CaptureStream
 import DNSWire
 import Foundation
 import Frames
@@ -25,7 +26,7 @@ struct TakeoverLabTests {
             let sleeperMAC = try #require(MACAddress(sleeper.macString))
 
             // What arrives at the sleeping NIC.
-            let nic = try lab.withNamespace(.sleeper) { try PacketCapture(interface: "eth0") }
+            let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
             defer { nic.close() }
             try nic.setFilter("ether proto 0x0842")
 
@@ -88,7 +89,7 @@ struct TakeoverLabTests {
         try await Lab.withLab { lab in
             let daemon = try RegistrationDaemonLabTests().startDaemon(
                 lab, state: lab.workDirectory + "/state", extraArguments: ["--wake-all-on-exit"])
-            let nic = try lab.withNamespace(.sleeper) { try PacketCapture(interface: "eth0") }
+            let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
             defer { nic.close() }
             try nic.setFilter("ether proto 0x0842")
             try await MacSleeper.registerAndSleep(lab)

@@ -1,3 +1,4 @@
+import CaptureStream
 import Dispatch
 import Foundation
 import NetworkAddresses
@@ -68,7 +69,7 @@ struct MulticastMembershipLabTests {
     func joinSendsMLDReport() async throws {
         try await Lab.withLab { lab in
             let waker = lab.host(.waker)
-            let capture = try lab.withNamespace(.waker) { try PacketCapture(interface: waker.interfaceName) }
+            let capture = try lab.withNamespace(.waker) { try CaptureStream(interface: waker.interfaceName) }
             defer { capture.close() }
             // MLDv2 reports go to ff02::16, MLDv1 reports to the group itself.
             try capture.setFilter("ip6 dst ff02::16 or ip6 dst \(Self.group)")

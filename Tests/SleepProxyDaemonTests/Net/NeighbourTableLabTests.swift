@@ -1,3 +1,4 @@
+import CaptureStream
 import Foundation
 import NetworkAddresses
 import NetworkIO
@@ -68,7 +69,7 @@ struct NeighbourTableLabTests {
             try lab.sleep(.sleeper)
             let table = try openTable(lab)
             defer { table.close() }
-            let capture = try lab.withNamespace(.sleeper) { try PacketCapture(interface: sleeper.interfaceName) }
+            let capture = try lab.withNamespace(.sleeper) { try CaptureStream(interface: sleeper.interfaceName) }
             defer { capture.close() }
             try capture.setFilter("udp dst port 9")
 

@@ -1,3 +1,4 @@
+import CaptureStream
 import DNSWire
 import Foundation
 import Frames
@@ -224,7 +225,7 @@ struct PackageBootLabTests {
 
                 // 6. A SYN from the waker wakes the sleeper; a restart during the wake continues it. One short
                 // connection attempt, over before the restart: a SYN retransmitted after it would start a new wake.
-                let nic = try lab.withNamespace(.sleeper) { try PacketCapture(interface: "eth0") }
+                let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
                 defer { nic.close() }
                 try nic.setFilter("ether proto 0x0842")
                 _ = try await lab.run(.waker, ["nc", "-z", "-w", "2", sleeper.ipv4, "22"])
