@@ -149,7 +149,7 @@ let package = Package(
             name: "SleepProxyBenchmarks",
             dependencies: [
                 "DNSWire", "Frames", "NetworkAddresses", "SleepProxyCore", "LeaseStore", "SleepProxyDaemon", "TestLab",
-                "CaptureStream", "NetworkIO", .product(name: "Logging", package: "swift-log"),
+                "CaptureStream", "FixtureSupport", "NetworkIO", .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/SleepProxyBenchmarks",
             swiftSettings: swiftSettings
@@ -158,7 +158,7 @@ let package = Package(
         // Test support: fixture readers (pcap files, hex dumps) and the three-host network namespace lab.
         .target(
             name: "FixtureSupport",
-            dependencies: ["DNSWire", "NetworkAddresses"],
+            dependencies: ["DNSWire", "NetworkAddresses", "SleepProxyCore"],
             path: "Tests/FixtureSupport",
             swiftSettings: swiftSettings
         ),
@@ -208,6 +208,7 @@ let package = Package(
             name: "LeaseStoreTests",
             dependencies: [
                 "LeaseStore", "SleepProxyCore", "DNSWire", "NetworkAddresses", "CSQLite", "lease-store-crash-helper",
+                "FixtureSupport",
             ],
             swiftSettings: swiftSettings
         ),
@@ -226,7 +227,7 @@ let package = Package(
             dependencies: [
                 "SleepProxyDaemon", "SleepProxyCore", "LeaseStore", "DNSWire", "Frames", "NetworkAddresses", "TestLab",
                 "SleepProxyControl", "sleepproxyctl", "sleepproxy-client", "SleepProxyClient", "NetworkIO",
-                "TOMLConfig", "CaptureStream",
+                "TOMLConfig", "CaptureStream", "FixtureSupport",
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,5 +1,6 @@
 import CaptureStream
 import DNSWire
+import FixtureSupport
 import Foundation
 import Frames
 import NetworkAddresses
@@ -250,17 +251,8 @@ func floodHeldHost(
         DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
         DNSRecord(name: "_services._dns-sd._udp.local.", ttl: 4500, rdata: .ptr("_ssh._tcp.local.")),
     ]
-    let bytes = try DNSMessage(
-        id: id, flags: DNSFlags(response: false, opcode: .update), authorities: records,
-        additionals: [
-            .opt(
-                EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
-                options: [
-                    .updateLease(UpdateLease(lease: 7200)),
-                    .owner(OwnerOption(sequence: sequence, primaryMAC: MACAddress(mac)!)),
-                ])
-        ]
-    ).encoded(compression: .exceptSRVTargets)
+    let bytes = ClientMessage.update(
+        id: id, records: records, owner: OwnerOption(sequence: sequence, primaryMAC: MACAddress(mac)!))
     let target = FloodTarget(
         hostLabels: [name, "local"], instanceLabels: instanceLabels, serviceLabels: ["_ssh", "_tcp", "local"],
         ipv4: ipv4, ipv6: ipv6, ownerMAC: mac, ownerSequence: Int(sequence), registration: bytes)

@@ -1,5 +1,6 @@
 import CaptureStream
 import DNSWire
+import FixtureSupport
 import Foundation
 import Frames
 import NetworkAddresses
@@ -49,18 +50,9 @@ struct HeldHostsProfile {
             DNSRecord(name: instance, ttl: 4500, cacheFlush: true, rdata: .txt(try TXTData([""]))),
             DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
         ]
-        return try DNSMessage(
-            id: UInt16(truncatingIfNeeded: index + 1), flags: DNSFlags(response: false, opcode: .update),
-            authorities: records,
-            additionals: [
-                .opt(
-                    EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
-                    options: [
-                        .updateLease(UpdateLease(lease: 7200)),
-                        .owner(OwnerOption(sequence: 1, primaryMAC: mac(index))),
-                    ])
-            ]
-        ).encoded(compression: .exceptSRVTargets)
+        return ClientMessage.update(
+            id: UInt16(truncatingIfNeeded: index + 1), records: records,
+            owner: OwnerOption(sequence: 1, primaryMAC: mac(index)))
     }
 
     /// dnsperf's query file: A, SRV and TXT for each sampled host.

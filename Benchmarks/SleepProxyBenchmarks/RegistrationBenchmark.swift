@@ -1,5 +1,6 @@
 import DNSWire
 import Dispatch
+import FixtureSupport
 import Foundation
 import LeaseStore
 import Logging
@@ -55,14 +56,7 @@ func macRegistration(index: Int, id: UInt16) throws -> [UInt8] {
     ]
     precondition(records.count == 25)
     let mac = MACAddress(0x02, 0x42, 0, UInt8(index >> 16 & 0xFF), UInt8(index >> 8 & 0xFF), UInt8(index & 0xFF))
-    let message = DNSMessage(
-        id: id, flags: DNSFlags(response: false, opcode: .update), authorities: records,
-        additionals: [
-            .opt(
-                EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
-                options: [.updateLease(UpdateLease(lease: 7200)), .owner(OwnerOption(sequence: 1, primaryMAC: mac))])
-        ])
-    return try message.encoded(compression: .exceptSRVTargets)
+    return ClientMessage.update(id: id, records: records, owner: OwnerOption(sequence: 1, primaryMAC: mac))
 }
 
 func temporaryDirectory(_ name: String) -> String {

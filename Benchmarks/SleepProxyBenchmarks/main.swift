@@ -7,6 +7,7 @@
 //   SCALING_HOSTS=100,10000 ...          the scaling figures with other numbers of held hosts
 //   SleepProxyBenchmarks flood           hostile traffic for FLOOD_SECONDS (60); only when named (`make flood`)
 import DNSWire
+import FixtureSupport
 import Foundation
 import NetworkAddresses
 
@@ -47,12 +48,8 @@ func osx109Registration() throws -> DNSMessage {
         DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .aaaa(IPv6Address("fe80::d69a:20ff:fede:9d39")!)),
         DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 2, 2, 15))),
     ]
-    let opt = DNSRecord.opt(
-        EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
-        options: [
-            .updateLease(UpdateLease(lease: 7200)),
-            .owner(OwnerOption(sequence: 21, primaryMAC: MACAddress("d4:9a:20:de:9d:38")!)),
-        ])
+    let opt = ClientMessage.registrationOPT(
+        owner: OwnerOption(sequence: 21, primaryMAC: MACAddress("d4:9a:20:de:9d:38")!))
     return DNSMessage(
         id: 45342, flags: DNSFlags(response: false, opcode: .update), authorities: records, additionals: [opt])
 }

@@ -1,5 +1,6 @@
 import CSQLite
 import DNSWire
+import FixtureSupport
 import Foundation
 import LeaseStore
 import NetworkAddresses
@@ -58,7 +59,7 @@ func macRecords() throws -> [DNSRecord] {
                 OPTData(options: [
                     .updateLease(UpdateLease(lease: 7200)), .owner(owner), .other(code: 65_001, data: [9, 8]),
                 ]))),
-        DNSRecord.opt(EDNSHeader(udpPayloadSize: 1440, flags: 0x1194), options: [.updateLease(UpdateLease(lease: 60))]),
+        ClientMessage.registrationOPT(owner: nil, lease: UpdateLease(lease: 60)),
     ]
 }
 

@@ -1,4 +1,5 @@
 import DNSWire
+import FixtureSupport
 import SleepProxyClientCore
 import Testing
 
@@ -12,7 +13,7 @@ import Testing
         try! DNSMessage(
             id: id, flags: DNSFlags(response: true, opcode: opcode, responseCode: code),
             additionals: lease.map {
-                [.opt(EDNSHeader(udpPayloadSize: 1440, flags: 0x1194), options: [.updateLease(UpdateLease(lease: $0))])]
+                [ClientMessage.registrationOPT(owner: nil, lease: UpdateLease(lease: $0))]
             } ?? []
         ).encoded()
     }

@@ -201,39 +201,25 @@ enum Update {
     }
 
     static func opt(owner: OwnerOption?, lease: UpdateLease? = UpdateLease(lease: 7200)) -> DNSRecord {
-        var options: [EDNSOption] = []
-        if let lease { options.append(.updateLease(lease)) }
-        if let owner { options.append(.owner(owner)) }
-        return .opt(EDNSHeader(udpPayloadSize: 1440, flags: 0x1194), options: options)
+        ClientMessage.registrationOPT(owner: owner, lease: lease)
     }
 
     static func bytes(
         id: UInt16 = 0x4B2E, records: [DNSRecord], opts: [DNSRecord], zone: Bool = false,
         flags: DNSFlags = DNSFlags(response: false, opcode: .update)
     ) -> [UInt8] {
-        let message = DNSMessage(
-            id: id, flags: flags, questions: zone ? [DNSQuestion(name: .root, type: .soa)] : [],
-            authorities: records, additionals: opts)
-        return try! message.encoded(compression: .exceptSRVTargets)
+        ClientMessage.update(id: id, records: records, owner: nil, opts: opts, zone: zone, flags: flags)
     }
 
     static func bytes(
         id: UInt16 = 0x4B2E, records: [DNSRecord], owner: OwnerOption = Update.owner(),
         lease: UpdateLease? = UpdateLease(lease: 7200)
     ) -> [UInt8] {
-        bytes(id: id, records: records, opts: [opt(owner: owner, lease: lease)])
+        ClientMessage.update(id: id, records: records, owner: owner, lease: lease)
     }
 
     /// A small host: address records, their reverse mappings and one ssh service.
     static func host(_ name: String, ipv4: IPv4Address, unique: Bool = true) -> [DNSRecord] {
-        let host = try! DNSName(labels: [name, "local"])
-        let instance = try! DNSName(labels: [name, "_ssh", "_tcp", "local"])
-        return [
-            DNSRecord(name: host, ttl: 120, cacheFlush: unique, rdata: .a(ipv4)),
-            DNSRecord(name: ReverseMapping.name(of: .v4(ipv4)), ttl: 120, cacheFlush: unique, rdata: .ptr(host)),
-            DNSRecord(name: instance, ttl: 120, cacheFlush: unique, rdata: .srv(SRVData(port: 22, target: host))),
-            DNSRecord(name: instance, ttl: 4500, cacheFlush: unique, rdata: .txt(try! TXTData([""]))),
-            DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
-        ]
+        ClientMessage.host(named: name, address: .v4(ipv4), unique: unique)
     }
 }

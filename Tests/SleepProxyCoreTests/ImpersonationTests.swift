@@ -1,4 +1,5 @@
 import DNSWire
+import FixtureSupport
 import Frames
 import NetworkAddresses
 import SleepProxyCore
@@ -63,15 +64,9 @@ struct ImpersonationTests {
     /// An OWNER for a held host in mDNS from another MAC does not release it; from the host it does.
     @Test func aForgedOwnerCannotReleaseAHost() throws {
         var harness = Self.holdingVictim()
-        let forged = try DNSMessage(
-            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
-            answers: [DNSRecord(name: "sleepy.local.", ttl: 120, cacheFlush: true, rdata: .a(Self.victimAddress))],
-            additionals: [
-                .opt(
-                    EDNSHeader(udpPayloadSize: 1440, flags: 0),
-                    options: [.owner(OwnerOption(sequence: 2, primaryMAC: Self.victim))])
-            ]
-        ).encoded()
+        let forged = ClientMessage.announcement(
+            records: [DNSRecord(name: "sleepy.local.", ttl: 120, cacheFlush: true, rdata: .a(Self.victimAddress))],
+            owner: OwnerOption(sequence: 2, primaryMAC: Self.victim))
         let first = harness.mdns(forged, from: Harness.waker, mac: Self.intruder)
         #expect(harness.core.owners.count == 1, "still held")
         #expect(first.events.isEmpty)

@@ -1,4 +1,5 @@
 import DNSWire
+import FixtureSupport
 import Foundation
 import LeaseStore
 import NetworkAddresses
@@ -35,34 +36,19 @@ struct CrashSafetyLabTests {
     /// A Mac's records (host name, address, reverse mapping, an ssh service, the service type), version `version`
     /// of them: its TXT record says `v=<version>`, so that the daemon's view tells versions apart.
     static func records(owner: Int, version: Int) throws -> [DNSRecord] {
-        let host = try DNSName(labels: ["crash\(owner)", "local"])
-        let instance = try DNSName(labels: ["crash\(owner) SSH", "_ssh", "_tcp", "local"])
-        let address = address(owner)
-        return [
-            DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .a(address)),
-            DNSRecord(name: ReverseMapping.name(of: .v4(address)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
-            DNSRecord(name: instance, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 22, target: host))),
-            DNSRecord(name: instance, ttl: 4500, cacheFlush: true, rdata: .txt(try TXTData(["v=\(version)"]))),
-            DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
-            DNSRecord(name: "_services._dns-sd._udp.local.", ttl: 4500, rdata: .ptr("_ssh._tcp.local.")),
-        ]
+        ClientMessage.host(
+            try DNSName(labels: ["crash\(owner)", "local"]), address: .v4(address(owner)),
+            instance: try DNSName(labels: ["crash\(owner) SSH", "_ssh", "_tcp", "local"]), txt: ["v=\(version)"],
+            servicesEntry: true)
     }
 
     /// The registration a Mac sends for that version: no zone, cache-flush on unique records, SRV target in full,
     /// Lease 7200, OWNER with the version as its sequence number (a new sequence replaces the records).
     static func registration(owner: Int, version: Int, id: UInt16) throws -> [UInt8] {
-        try DNSMessage(
-            id: id, flags: DNSFlags(response: false, opcode: .update),
-            authorities: records(owner: owner, version: version),
-            additionals: [
-                .opt(
-                    EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
-                    options: [
-                        .updateLease(UpdateLease(lease: lease)),
-                        .owner(OwnerOption(sequence: UInt8(version % 256), primaryMAC: mac(owner))),
-                    ])
-            ]
-        ).encoded(compression: .exceptSRVTargets)
+        ClientMessage.update(
+            id: id, records: try records(owner: owner, version: version),
+            owner: OwnerOption(sequence: UInt8(version % 256), primaryMAC: mac(owner)), lease: UpdateLease(lease: lease)
+        )
     }
 
     /// Sends registrations from the sleeper and reads the replies.

@@ -1,5 +1,6 @@
 import CaptureStream
 import DNSWire
+import FixtureSupport
 import Foundation
 import Frames
 import NetworkAddresses
@@ -57,16 +58,7 @@ struct OperationsLabTests {
             DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
         ]
         let mac = try #require(MACAddress(SecondNetwork.sleeperMAC))
-        return try DNSMessage(
-            id: 0x5252, flags: DNSFlags(response: false, opcode: .update), authorities: records,
-            additionals: [
-                .opt(
-                    EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
-                    options: [
-                        .updateLease(UpdateLease(lease: 7200)), .owner(OwnerOption(sequence: 5, primaryMAC: mac)),
-                    ])
-            ]
-        ).encoded(compression: .exceptSRVTargets)
+        return ClientMessage.update(id: 0x5252, records: records, owner: OwnerOption(sequence: 5, primaryMAC: mac))
     }
 
     /// Registers the second sleeper through the proxy's `eth1` and waits for the reply; then, as a Mac does while
@@ -89,17 +81,9 @@ struct OperationsLabTests {
             to: Endpoint(address: try #require(IPAddress(SecondNetwork.proxyIPv4)), port: 5354), scopeID: 0,
             from: try ip(SecondNetwork.sleeperIPv4), interfaceIndex: 0)
         _ = try await nextDatagram(from: client, within: .seconds(5))
-        let announcement = try DNSMessage(
-            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
-            answers: registration.authorities.filter { ReverseMapping.address(of: $0) == nil },
-            additionals: [
-                .opt(
-                    EDNSHeader(udpPayloadSize: 1440, flags: 0),
-                    options: [
-                        .owner(OwnerOption(sequence: 5, primaryMAC: try #require(MACAddress(SecondNetwork.sleeperMAC))))
-                    ])
-            ]
-        ).encoded()
+        let announcement = ClientMessage.announcement(
+            records: registration.authorities,
+            owner: OwnerOption(sequence: 5, primaryMAC: try #require(MACAddress(SecondNetwork.sleeperMAC))))
         for round in 0..<2 {
             if round > 0 { try await Task.sleep(for: .seconds(1)) }
             try mdns.send(

@@ -1,4 +1,5 @@
 import DNSWire
+import FixtureSupport
 import Foundation
 import LeaseStore
 import NetworkAddresses
@@ -21,27 +22,12 @@ struct RegistrationDaemonLabTests {
     static func registration(index: Int, id: UInt16, lease: UInt32 = 7200) throws -> (
         bytes: [UInt8], records: [DNSRecord]
     ) {
-        let host = try DNSName(labels: ["host\(index)", "local"])
-        let instance = try DNSName(labels: ["host\(index)", "_ssh", "_tcp", "local"])
-        let address = IPv4Address(10, 77, 1, UInt8(index % 250 + 1))
-        let records: [DNSRecord] = [
-            DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .a(address)),
-            DNSRecord(name: ReverseMapping.name(of: .v4(address)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
-            DNSRecord(name: instance, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 22, target: host))),
-            DNSRecord(name: instance, ttl: 4500, cacheFlush: true, rdata: .txt(try TXTData([""]))),
-            DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
-        ]
-        let message = DNSMessage(
-            id: id, flags: DNSFlags(response: false, opcode: .update), authorities: records,
-            additionals: [
-                .opt(
-                    EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
-                    options: [
-                        .updateLease(UpdateLease(lease: lease)),
-                        .owner(OwnerOption(sequence: 7, primaryMAC: mac(index))),
-                    ])
-            ])
-        return (try message.encoded(compression: .exceptSRVTargets), records)
+        let records = ClientMessage.host(
+            named: "host\(index)", address: .v4(IPv4Address(10, 77, 1, UInt8(index % 250 + 1))))
+        let bytes = ClientMessage.update(
+            id: id, records: records, owner: OwnerOption(sequence: 7, primaryMAC: mac(index)),
+            lease: UpdateLease(lease: lease))
+        return (bytes, records)
     }
 
     static func mac(_ index: Int) -> MACAddress {

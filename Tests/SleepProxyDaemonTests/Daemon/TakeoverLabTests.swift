@@ -1,5 +1,6 @@
 import CaptureStream
 import DNSWire
+import FixtureSupport
 import Foundation
 import Frames
 import NetworkAddresses
@@ -154,16 +155,8 @@ struct TakeoverLabTests {
                 DNSRecord(name: ReverseMapping.name(of: .v6(ula)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
             ]
             let mac = try #require(MACAddress(sleeper.macString))
-            let bytes = try DNSMessage(
-                id: 0x6666, flags: DNSFlags(response: false, opcode: .update), authorities: records,
-                additionals: [
-                    .opt(
-                        EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
-                        options: [
-                            .updateLease(UpdateLease(lease: 7200)), .owner(OwnerOption(sequence: 1, primaryMAC: mac)),
-                        ])
-                ]
-            ).encoded(compression: .exceptSRVTargets)
+            let bytes = ClientMessage.update(
+                id: 0x6666, records: records, owner: OwnerOption(sequence: 1, primaryMAC: mac))
             try client.send(
                 bytes, to: Endpoint(address: try #require(IPAddress(lab.host(.proxy).ipv4)), port: 5354), scopeID: 0,
                 from: try ip(sleeper.ipv4), interfaceIndex: 0)

@@ -1,5 +1,6 @@
 import CaptureStream
 import DNSWire
+import FixtureSupport
 import Foundation
 import Frames
 import NetworkAddresses
@@ -108,12 +109,9 @@ struct PackageBootLabTests {
 
     /// A registration an administrator sees refused in the journal as a warning: an UPDATE without OWNER.
     static func registrationWithoutOwner(_ lab: Lab) throws -> [UInt8] {
-        try DNSMessage(
-            id: 0x0BAD, flags: DNSFlags(response: false, opcode: .update), authorities: MacSleeper.records(lab),
-            additionals: [
-                .opt(EDNSHeader(udpPayloadSize: 1440, flags: 0), options: [.updateLease(UpdateLease(lease: 7200))])
-            ]
-        ).encoded()
+        ClientMessage.update(
+            id: 0x0BAD, records: try MacSleeper.records(lab), owner: nil,
+            opts: [ClientMessage.registrationOPT(owner: nil, flags: 0)], compression: .all)
     }
 
     /// What each step saw, for whoever reads the test's output.

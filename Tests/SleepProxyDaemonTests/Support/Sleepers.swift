@@ -1,4 +1,5 @@
 import DNSWire
+import FixtureSupport
 import NetworkAddresses
 import NetworkIO
 import SleepProxyCore
@@ -17,16 +18,9 @@ enum MacSleeper {
     static func records(_ lab: Lab, extra: [DNSRecord] = []) throws -> [DNSRecord] {
         let sleeper = lab.host(.sleeper)
         let address = try #require(IPv4Address(sleeper.ipv4))
-        let host: DNSName = "Sleeper.local."
         let instance = try DNSName(labels: ["Sleeper SSH", "_ssh", "_tcp", "local"])
-        return [
-            DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .a(address)),
-            DNSRecord(name: ReverseMapping.name(of: .v4(address)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
-            DNSRecord(name: instance, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 22, target: host))),
-            DNSRecord(name: instance, ttl: 4500, cacheFlush: true, rdata: .txt(try TXTData(["u=test"]))),
-            DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
-            DNSRecord(name: "_services._dns-sd._udp.local.", ttl: 4500, rdata: .ptr("_ssh._tcp.local.")),
-        ] + extra
+        return ClientMessage.host(
+            "Sleeper.local.", address: .v4(address), instance: instance, txt: ["u=test"], servicesEntry: true) + extra
     }
 
     static func ownerOption(_ lab: Lab, sequence: UInt8) throws -> OwnerOption {
@@ -35,27 +29,14 @@ enum MacSleeper {
 
     /// The registration: Mac style (no zone, cache-flush on unique records, SRV target in full), Lease 7200.
     static func registration(_ lab: Lab, extra: [DNSRecord] = []) throws -> [UInt8] {
-        try DNSMessage(
-            id: 0x5151, flags: DNSFlags(response: false, opcode: .update), authorities: records(lab, extra: extra),
-            additionals: [
-                .opt(
-                    EDNSHeader(udpPayloadSize: 1440, flags: 0x1194),
-                    options: [.updateLease(UpdateLease(lease: 7200)), .owner(try ownerOption(lab, sequence: sequence))])
-            ]
-        ).encoded(compression: .exceptSRVTargets)
+        ClientMessage.update(
+            id: 0x5151, records: try records(lab, extra: extra), owner: try ownerOption(lab, sequence: sequence))
     }
 
     /// An announcement of its records (not the reverse mapping, which Macs announce separately) with OWNER.
     static func announcement(_ lab: Lab, sequence: UInt8, extra: [DNSRecord] = []) throws -> [UInt8] {
-        try DNSMessage(
-            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
-            answers: records(lab, extra: extra).filter { ReverseMapping.address(of: $0) == nil },
-            additionals: [
-                .opt(
-                    EDNSHeader(udpPayloadSize: 1440, flags: 0),
-                    options: [.owner(try ownerOption(lab, sequence: sequence))])
-            ]
-        ).encoded()
+        ClientMessage.announcement(
+            records: try records(lab, extra: extra), owner: try ownerOption(lab, sequence: sequence))
     }
 
     static func announce(_ lab: Lab, sequence: UInt8, extra: [DNSRecord] = []) async throws {
@@ -91,30 +72,18 @@ enum AvahiSleeper {
     static func records(_ lab: Lab) throws -> [DNSRecord] {
         let sleeper = lab.host(.sleeper)
         let address = try #require(IPv4Address(sleeper.ipv4))
-        let host: DNSName = "sleeper.local."
         let instance = try DNSName(labels: ["sleeper SSH", "_ssh", "_tcp", "local"])
-        return [
-            DNSRecord(name: host, ttl: 120, rdata: .a(address)),
-            DNSRecord(name: ReverseMapping.name(of: .v4(address)), ttl: 120, rdata: .ptr(host)),
-            DNSRecord(name: instance, ttl: 120, rdata: .srv(SRVData(port: 22, target: host))),
-            DNSRecord(name: instance, ttl: 4500, rdata: .txt(try TXTData(["u=test"]))),
-            DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
-        ]
+        return ClientMessage.host(
+            "sleeper.local.", address: .v4(address), instance: instance, txt: ["u=test"], unique: false)
     }
 
     static func registration(_ lab: Lab) throws -> [UInt8] {
         let mac = try #require(MACAddress(lab.host(.sleeper).macString))
-        return try DNSMessage(
-            id: 0x2A2A, flags: DNSFlags(response: false, opcode: .update),
-            questions: [DNSQuestion(name: .root, type: .soa)], authorities: records(lab),
-            additionals: [
-                .opt(
-                    EDNSHeader(udpPayloadSize: 4096, flags: 0),
-                    options: [
-                        .updateLease(UpdateLease(lease: 7200)), .owner(OwnerOption(sequence: 0, primaryMAC: mac)),
-                    ])
-            ]
-        ).encoded()
+        let owner = OwnerOption(sequence: 0, primaryMAC: mac)
+        return ClientMessage.update(
+            id: 0x2A2A, records: try records(lab), owner: owner,
+            opts: [ClientMessage.registrationOPT(owner: owner, udpPayloadSize: 4096, flags: 0)], zone: true,
+            compression: .all)
     }
 }
 
