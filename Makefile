@@ -93,6 +93,7 @@ bench: deps
 	@command -v dnsperf >/dev/null || { [ "$$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsperf; } \
 		|| echo "bench: dnsperf is missing; the mdns benchmark will say so and skip"
 	$(SWIFT) build -c release --product sleepproxyd
+	$(SWIFT) build -c release --product sleepproxyctl
 	$(SWIFT) build -c release --product SleepProxyBenchmarks
 	stdbuf -oL .build/release/SleepProxyBenchmarks $(BENCH)
 

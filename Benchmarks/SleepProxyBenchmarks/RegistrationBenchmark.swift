@@ -93,8 +93,10 @@ func runRegistrationBenchmark(owners: Int = 10_000, window: Int = 64) throws -> 
     var core = CoreConfiguration(maximumRecordsPerOwner: 1_000, maximumRecordsTotal: 400_000)
     core.maximumHostsPerInterface = owners + extra
     core.registrationRate = Rate(perSecond: 1e9, burst: 1e9)
+    let controlSocket = directory + "/control.sock"
     let configuration = DaemonConfiguration(
-        interfaces: ["lo"], stateDirectory: directory, registrationPort: port, core: core, responder: false)
+        interfaces: ["lo"], stateDirectory: directory, registrationPort: port, core: core, responder: false,
+        controlSocket: controlSocket)
     let quiet = Logger(label: "benchmark") { _ in SwiftLogNoOpLogHandler() }
     let daemon = try Daemon(configuration: configuration, logger: quiet)
     let stopped = DispatchSemaphore(value: 0)
@@ -165,8 +167,10 @@ func runRegistrationBenchmark(owners: Int = 10_000, window: Int = 64) throws -> 
     }
 
     let first = try register(0..<extra)
+    let listedFirst = try timeHostsListing(socket: controlSocket, expected: extra)
     let rest = try register(extra..<owners)
     let more = try register(owners..<owners + extra)
+    let listedAll = try timeHostsListing(socket: controlSocket, expected: owners + extra)
     daemon.requestStop()
     stopped.wait()
     func microseconds(_ seconds: Double, _ count: Int) -> String {
@@ -178,8 +182,48 @@ func runRegistrationBenchmark(owners: Int = 10_000, window: Int = 64) throws -> 
     print("registrations_per_second_\(owners / 1000)k_held: \(Int(Double(extra) / more.seconds))")
     print("registration_cpu_us_each_0_held: \(microseconds(first.cpu, extra))")
     print("registration_cpu_us_each_\(owners / 1000)k_held: \(microseconds(more.cpu, extra))")
+    for (count, milliseconds) in [(extra, listedFirst), (owners + extra, listedAll)] {
+        if let milliseconds {
+            print("ctl_hosts_\(count / 1000)k_ms: \(String(format: "%.1f", milliseconds))")
+        }
+    }
     fflush(nil)
     return directory
+}
+
+/// How long `sleepproxyctl hosts --json` takes against the daemon holding `expected` hosts, in milliseconds, from
+/// the command's start to its exit (the best of three), as an administrator runs it. Nil, with a line that says so,
+/// when `sleepproxyctl` was not built beside the benchmark.
+func timeHostsListing(socket: String, expected: Int) throws -> Double? {
+    let ctl = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        .appendingPathComponent("sleepproxyctl").path
+    guard FileManager.default.isExecutableFile(atPath: ctl) else {
+        print("ctl_hosts benchmark skipped: \(ctl) is not built (swift build -c release --product sleepproxyctl)")
+        return nil
+    }
+    var best = Double.infinity
+    for _ in 0..<3 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: ctl)
+        process.arguments = ["hosts", "--json", "--socket", socket]
+        let output = Pipe()
+        process.standardOutput = output
+        let clock = ContinuousClock()
+        let start = clock.now
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let elapsed = clock.now - start
+        guard process.terminationStatus == 0 else {
+            fatalError("sleepproxyctl hosts exited \(process.terminationStatus)")
+        }
+        let hosts = try JSONSerialization.jsonObject(with: data) as? [Any]
+        guard hosts?.count == expected else {
+            fatalError("sleepproxyctl hosts listed \(hosts?.count ?? -1) hosts, not \(expected)")
+        }
+        best = min(best, Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1e3)
+    }
+    return best
 }
 
 /// Restores a state directory the way the daemon starts: open the store, load every owner, hand them to the core.

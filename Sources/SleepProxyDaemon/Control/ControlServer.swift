@@ -273,6 +273,7 @@ public final class ControlConnection: @unchecked Sendable {
     private var drained = 0
     private var closed = false
     private var onClose: () -> Void = {}
+    /// Bytes of earlier answers a client may leave unread before its connection is closed.
     static let maximumPendingOutput = 1 << 20
 
     init(descriptor: Int32, queue: DispatchQueue, logger: Logger) {
@@ -337,12 +338,14 @@ public final class ControlConnection: @unchecked Sendable {
     public func send(_ response: ControlResponse) {
         guard !closed else { return }
         guard let line = try? ControlProtocol.line(response) else { return }
-        output += line
+        // The bound is on what a client leaves unread (a `follow` that stopped reading), not on one answer: the
+        // host list of a large network is several megabytes and goes out whole.
         if output.count > Self.maximumPendingOutput {
             logger.warning("control: a client is not reading its answers; closing its connection")
             close()
             return
         }
+        output += line
         flush()
     }
 

@@ -74,4 +74,27 @@ import Testing
         let answer = Self.readAll(first)
         #expect(answer.contains("served"), "\(answer)")
     }
+
+    /// One answer larger than the bound on unread output (the host list of a large network) goes out whole; the
+    /// bound is for a client that leaves answers unread.
+    @Test func anAnswerLargerThanTheUnreadBoundArrivesWhole() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("control-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let queue = DispatchQueue(label: "control-test")
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let server = try ControlServer(path: directory + "/control.sock", group: nil, queue: queue, logger: logger)
+        let text = String(repeating: "x", count: 3 << 20)
+        server.start { _, _ in ControlResponse(message: text) }
+        defer { queue.sync { server.stop() } }
+
+        let client = try Self.connect(server.path)
+        defer { close(client) }
+        let request = try ControlProtocol.line(ControlRequest(command: .status))
+        _ = request.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let answer = Self.readAll(client)
+        #expect(answer.count > 3 << 20, "\(answer.count) bytes")
+        let response = try ControlProtocol.decoder().decode(ControlResponse.self, from: Data(answer.utf8))
+        #expect(response.message == text)
+    }
 }
