@@ -183,7 +183,9 @@ extension SleepProxyCore {
     /// TCP or UDP to a held address that should wake its owner: a SYN (without RST) to a port of one of its `_tcp`
     /// services, anything but RST or a lone FIN to ssh when it offers ssh, UDP to a port of one of its `_udp`
     /// services, and the IPsec and Apple Remote Desktop special cases. Never ICMP, never a port it did not
-    /// register (PROTOCOL.md section 3.5). The packet is only observed.
+    /// register (PROTOCOL.md section 3.5), with one exception Apple's proxy does not make: a Wake-on-LAN magic packet
+    /// for the host itself sent to its held address on UDP port 7 or 9, as phone apps send it when they cannot
+    /// broadcast (it would otherwise reach no one, the host's address being ours). The packet is only observed.
     ///
     /// The administrator's wake policy comes after those rules, in this order: a port in `extraPorts` counts as a
     /// registered service of the hosts it names; traffic from `ignoredSources` and to `neverWake` hosts wakes no
@@ -268,6 +270,18 @@ extension SleepProxyCore {
                 }
                 return .wake(reason: "Apple Remote Desktop wake from \(from) (\(service))", source: from)
             }
+            if Self.wakeOnLANPorts.contains(udp.destinationPort), let magic = udp.magicPacket {
+                guard magic.target == key.primaryMAC || magic.target == owner.wakeMAC else {
+                    return .none([
+                        .log(
+                            .debug,
+                            "\(key): a magic packet from \(from) to \(destination) port \(udp.destinationPort) names "
+                                + "\(magic.target), not this host; no wake")
+                    ])
+                }
+                return .wake(
+                    reason: "magic packet from \(from) to \(destination) port \(udp.destinationPort)", source: from)
+            }
             if let service {
                 return .wake(
                     reason: "UDP from \(from) to \(destination) port \(udp.destinationPort) (\(service))",
@@ -281,6 +295,9 @@ extension SleepProxyCore {
             return .none([])
         }
     }
+
+    /// The UDP ports Wake-on-LAN tools send magic packets to: echo (7) and discard (9).
+    static let wakeOnLANPorts: Set<UInt16> = [7, 9]
 
     /// What makes `port` a wake port of `owner`: the instance name of its service there, or `wake.extra_ports`
     /// when the policy adds the port for it. Nil when neither.

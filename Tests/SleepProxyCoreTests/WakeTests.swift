@@ -111,6 +111,38 @@ struct WakeTests {
         #expect(event.detail.contains("sleepy._sleep-test._udp.local."))
     }
 
+    /// A phone app that cannot broadcast sends its magic packet to the host's own address, port 9 or 7: held, that
+    /// address is ours, so the proxy wakes the host with its own magic packets. Only a magic packet naming the host
+    /// does; anything else to those ports is discarded as before.
+    @Test(arguments: [UInt16(9), 7])
+    func aMagicPacketToAHeldAddressWakesItsHost(port: UInt16) throws {
+        var harness = TakeoverTests.taken()
+        #expect(Self.wakes(harness.frame(Self.datagram(port, [0x01, 0x02]))).isEmpty, "not a magic packet")
+        let other = MagicPacket(target: MACAddress(0x02, 0x77, 0, 0, 0, 0x99))
+        let refused = harness.frame(Self.datagram(port, other.bytes))
+        #expect(Self.wakes(refused).isEmpty, "a magic packet for another machine")
+        #expect(refused.logLines.contains { $0.1.contains("names 02:77:00:00:00:99, not this host") })
+        #expect(Self.wakes(harness.frame(Self.datagram(5_000, MagicPacket(target: Self.sleeperMAC).bytes))).isEmpty)
+
+        let actions = harness.frame(Self.datagram(port, MagicPacket(target: Self.sleeperMAC).bytes))
+        let event = try #require(Self.wakes(actions).first)
+        #expect(event.detail.contains("magic packet from \(Self.waker):50001"), "\(event.detail)")
+        #expect(event.detail.contains("port \(port)"), "\(event.detail)")
+        let frames = try actions.injectedFrames.map { try EthernetFrame(parsing: $0, verifying: .all) }
+        #expect(
+            frames.contains { $0.magicPacket?.target == Self.sleeperMAC && $0.header.destination == Self.sleeperMAC })
+    }
+
+    @Test func aMagicPacketToAHeldAddressFollowsTheWakePolicy() {
+        let waker = Link.Prefix(address: .v4(Self.waker), length: 32)
+        var harness = WakePolicyTests.taken(WakePolicy(ignoredSources: [waker]))
+        let actions = harness.frame(Self.datagram(9, MagicPacket(target: Self.sleeperMAC).bytes))
+        #expect(Self.wakes(actions).isEmpty)
+        #expect(actions.injectedFrames.isEmpty)
+        let ignored = actions.events.filter { $0.kind == .wakeIgnored }
+        #expect(ignored.count == 1 && ignored.first?.detail.contains("magic packet") == true, "\(actions.events)")
+    }
+
     @Test func ipsecAndRemoteDesktopSpecialCases() {
         var harness = TakeoverTests.taken()
         #expect(Self.wakes(harness.frame(Self.datagram(4500, [0xFF]))).isEmpty, "NAT keep-alive")
