@@ -39,6 +39,8 @@ public struct CoreConfiguration: Hashable, Sendable {
     public var maximumQuestionsPerQuery: Int = 64
     /// Multicast responses waiting for their moment; query answers beyond it are dropped (announcements are not).
     public var maximumPendingResponses: Int = 4_096
+    /// How a held address is claimed once its probes went unanswered.
+    public var addressClaim: AddressClaim = .announce
 
     public init(
         maximumLease: UInt32 = 86_400, maximumRecordsPerOwner: Int = 1_000, maximumRecordsTotal: Int = 10_000,
@@ -50,6 +52,17 @@ public struct CoreConfiguration: Hashable, Sendable {
         self.wakePolicy = wakePolicy
         self.keepaliveOffload = keepaliveOffload
     }
+}
+
+/// How the proxy claims a sleeping host's address.
+public enum AddressClaim: String, Hashable, Sendable, CaseIterable {
+    /// Four gratuitous ARPs or unsolicited Neighbour Advertisements, as Apple's proxy sends (PROTOCOL.md section
+    /// 3.2): the link's caches point at the proxy at once.
+    case announce
+    /// Nothing sent: ARP requests and Neighbour Solicitations for the address are answered when they come. For
+    /// networks whose monitoring flags a MAC that announces another host's address; traffic reaches the proxy
+    /// only once a neighbour's cache entry for the host has gone stale and it asks again (a minute or so).
+    case lazy
 }
 
 /// A token bucket's parameters: `perSecond` sustained, up to `burst` at once.

@@ -163,14 +163,21 @@ extension SleepProxyCore {
                     takeover.next = now + TakeoverTiming.probeInterval
                 }
             case .announcing(let sent):
-                actions.append(.injectFrame(key.interface, announcement(address, link: link)))
-                if sent == 0 {
-                    let event = Event(
-                        time: now, kind: .takeover, interface: key.interface, owner: key.primaryMAC,
-                        detail: "took over \(address)")
-                    actions += [.store(.appendEvent(event)), .log(.info, "\(key): took over \(address)")]
+                let lazy = configuration.addressClaim == .lazy
+                if !lazy {
+                    actions.append(.injectFrame(key.interface, announcement(address, link: link)))
                 }
-                if sent + 1 < TakeoverTiming.announcements {
+                if sent == 0 {
+                    let detail = lazy ? "took over \(address) (answering requests only)" : "took over \(address)"
+                    let event = Event(
+                        time: now, kind: .takeover, interface: key.interface, owner: key.primaryMAC, detail: detail)
+                    actions += [.store(.appendEvent(event)), .log(.info, "\(key): \(detail)")]
+                }
+                if lazy {
+                    // Claimed without a word: requests are answered from now on (`AddressTakeover.answers`).
+                    takeover.phase = .defending
+                    takeover.next = nil
+                } else if sent + 1 < TakeoverTiming.announcements {
                     takeover.phase = .announcing(sent: sent + 1)
                     takeover.next = now + TakeoverTiming.announcementGaps[sent]
                 } else {

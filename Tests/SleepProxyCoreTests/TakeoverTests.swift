@@ -160,6 +160,41 @@ struct TakeoverTests {
         #expect(harness.log.events.filter { $0.kind == .takeover }.count == 2)
     }
 
+    /// Claiming lazily: the same three probes, then nothing sent of our own; requests are answered from the
+    /// moment the probes went unanswered, and the take-over is recorded as answering requests only.
+    @Test func aLazyClaimSendsNoAnnouncementAndStillAnswersRequests() throws {
+        var configuration = CoreConfiguration()
+        configuration.addressClaim = .lazy
+        var harness = Harness(configuration: configuration)
+        var records = Update.host("sleepy", ipv4: Self.ipv4)
+        records.append(
+            DNSRecord(
+                name: ReverseMapping.name(of: .v6(Self.ipv6)), ttl: 120, cacheFlush: true, rdata: .ptr("sleepy.local."))
+        )
+        harness.register(Update.bytes(records: records, owner: OwnerOption(sequence: 1, primaryMAC: Self.sleeperMAC)))
+        let start = harness.now
+        var sent: [(Duration, EthernetFrame)] = []
+        while let deadline = harness.core.nextDeadline, deadline <= start + .seconds(20) {
+            harness.now = deadline
+            for bytes in harness.tick().injectedFrames {
+                sent.append((harness.now - start, try EthernetFrame(parsing: bytes, verifying: .all)))
+            }
+        }
+        #expect(sent.filter { $0.1.arp != nil }.map(\.0) == [1, 2, 3].map { Duration.seconds($0) })
+        #expect(sent.filter { $0.1.icmpv6 != nil }.map(\.0) == [1, 2, 3].map { Duration.seconds($0) })
+        #expect(sent.allSatisfy { $0.1.header.destination == Self.sleeperMAC }, "probes only, to the host")
+        let takeovers = harness.log.events.filter { $0.kind == .takeover }
+        #expect(
+            takeovers.map(\.detail).sorted() == [
+                "took over 10.77.0.2 (answering requests only)", "took over fd77::2 (answering requests only)",
+            ])
+
+        let request = Self.arpRequest(from: Self.wakerMAC, sender: Self.waker, target: Self.ipv4)
+        let reply = try EthernetFrame(parsing: #require(harness.frame(request).injectedFrames.first))
+        #expect(reply.header.destination == Self.wakerMAC)
+        #expect(reply.arp?.operation == .reply && reply.arp?.senderHardwareAddress == Harness.proxyMAC)
+    }
+
     @Test func requestsAreAnsweredOnlyAfterTheFirstAnnouncement() throws {
         var (harness, _) = Self.registering()
         let request = Self.arpRequest(from: Self.wakerMAC, sender: Self.waker, target: Self.ipv4)

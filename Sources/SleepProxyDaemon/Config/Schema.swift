@@ -146,6 +146,16 @@ enum Schema {
                 }
             },
         ]),
+        "takeover": .table([
+            "claim": .value { value, settings throws(Problem) in
+                let allowed = "\"announce\" or \"lazy\""
+                let text = try string(value, allowed)
+                guard let claim = AddressClaim(rawValue: text) else {
+                    throw Problem("expected \(allowed), found \"\(text)\"")
+                }
+                settings.addressClaim = claim
+            }
+        ]),
         "wake": .table([
             "dry_run": .value { value, settings throws(Problem) in settings.dryRun = try boolean(value) },
             "ignore_sources": .value { value, settings throws(Problem) in

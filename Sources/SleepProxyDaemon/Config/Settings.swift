@@ -98,6 +98,9 @@ public struct Settings: Equatable, Sendable {
     /// The group that owns the control socket, by name or number; empty keeps the daemon's group.
     public var controlGroup = ""
 
+    // [takeover]
+    public var addressClaim = AddressClaim.announce
+
     // [wake]
     public var dryRun = false
     public var ignoreSources: [Link.Prefix] = []
@@ -230,6 +233,7 @@ extension Settings {
         configuration.wakeAllOnExit = wakeAllOnExit
         configuration.core.maximumRegistrationBytes = maximumRegistrationBytes
         configuration.core.maximumHostsPerInterface = maximumHostsPerInterface
+        configuration.core.addressClaim = addressClaim
         configuration.core.registrationRate = Rate(
             perSecond: Double(registrationsPerSecond), burst: Double(registrationBurst))
         configuration.controlConnections = controlConnections

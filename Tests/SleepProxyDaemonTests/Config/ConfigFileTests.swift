@@ -73,6 +73,9 @@ import Testing
             socket = "/run/sp/ctl.sock"
             group = "admins"
 
+            [takeover]
+            claim = "lazy"
+
             [wake]
             dry_run = true
             ignore_sources = ["192.168.1.50", "fd00:1::/64"]
@@ -98,6 +101,7 @@ import Testing
         expected.maximumRecords = 2_000
         expected.eventHistory = 500
         expected.maximumBatch = 64
+        expected.addressClaim = .lazy
         expected.maximumRegistrationBytes = 4_000
         expected.maximumHostsPerInterface = 30
         expected.registrationsPerSecond = 5
@@ -167,6 +171,8 @@ import Testing
         ("[wake.extra_ports]\nimac = [0]", 2, "wake.extra_ports.imac", "port 0 is out of range"),
         ("[wake.extra_ports]\nimac = \"tcp/22\"", 2, "wake.extra_ports.imac", "found the string"),
         ("wake = 3", 1, "wake", "expected a table"),
+        ("[takeover]\nclaim = \"quiet\"", 2, "takeover.claim", "expected \"announce\" or \"lazy\", found \"quiet\""),
+        ("[takeover]\nclaim = true", 2, "takeover.claim", "expected \"announce\" or \"lazy\", found true"),
     ])
     func badValues(text: String, line: Int, key: String, allowed: String) throws {
         let error = try #require(Self.failure(text), "\(text) should be refused")
@@ -245,7 +251,7 @@ import Testing
         #expect(!known.isEmpty)
         #expect(known.subtracting(described).isEmpty, "keys missing from the page: \(known.subtracting(described))")
         #expect(described.subtracting(known).isEmpty, "keys the daemon does not know: \(described.subtracting(known))")
-        for table in ["[advertisement]", "[limits]", "[control]", "[wake]", "[wake.extra_ports]"] {
+        for table in ["[advertisement]", "[limits]", "[control]", "[takeover]", "[wake]", "[wake.extra_ports]"] {
             #expect(page.contains(".Ss \(table)\n"), "\(table) has no section")
         }
     }

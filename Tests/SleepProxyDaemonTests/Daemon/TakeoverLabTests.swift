@@ -72,6 +72,46 @@ struct TakeoverLabTests {
         }
     }
 
+    /// Claiming lazily (`[takeover] claim = "lazy"`), the proxy sends no gratuitous ARP for the sleeper's
+    /// address, through the whole time its announcements would go out, and still answers a neighbour who asks.
+    @Test func aLazyClaimAnnouncesNothingAndAnswersRequests() async throws {
+        try await Lab.withLab { lab in
+            let config = lab.workDirectory + "/sleepproxy.toml"
+            try "[takeover]\nclaim = \"lazy\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+            let daemon = try RegistrationDaemonLabTests().startDaemon(
+                lab, state: lab.workDirectory + "/state", extraArguments: ["--config", config])
+            defer { daemon.signal(SIGTERM) }
+            let sleeper = lab.host(.sleeper)
+            let proxyMAC = try #require(MACAddress(lab.host(.proxy).macString))
+            let sleeperIPv4 = try #require(IPv4Address(sleeper.ipv4))
+            // Every ARP frame the waker's NIC sees.
+            let wire = try lab.withNamespace(.waker) { try CaptureStream(interface: "eth0") }
+            defer { wire.close() }
+            try wire.setFilter("arp")
+
+            try await MacSleeper.registerAndSleep(lab)
+            _ = try await eventually("the lazy take-over of \(sleeper.ipv4)", within: .seconds(15)) {
+                daemon.stderr.contains("took over \(sleeper.ipv4) (answering requests only)") ? true : nil
+            }
+            // Announcing, the last of four gratuitous ARPs would go out 7 s after the first.
+            try await Task.sleep(for: .seconds(8))
+            let arping = try await lab.run(.waker, ["arping", "-c", "1", "-w", "3", "-I", "eth0", sleeper.ipv4])
+            #expect(arping.stdout.lowercased().contains(lab.host(.proxy).macString.lowercased()), "\(arping)")
+
+            // Everything up to the proxy's answer to that request: probes, the request, no announcement.
+            let seen = try await elements(of: wire.frames, "the proxy's ARP reply for the sleeper") { frame in
+                guard let parsed = try? EthernetFrame(parsing: frame.bytes), let arp = parsed.arp else { return false }
+                return arp.operation == .reply && arp.senderHardwareAddress == proxyMAC
+                    && arp.senderProtocolAddress == sleeperIPv4
+            }
+            let announcements = seen.compactMap { try? EthernetFrame(parsing: $0.bytes) }.filter {
+                $0.header.source == proxyMAC && $0.arp?.isGratuitous == true
+            }
+            #expect(announcements.isEmpty, "\(announcements.count) gratuitous ARPs from the proxy")
+            #expect(!daemon.stderr.contains("took over \(sleeper.ipv4)\n"), "\(daemon.stderr)")
+        }
+    }
+
     /// A forwarding kernel would pass the SYNs meant for a sleeper on: the daemon names the setting at start.
     @Test func forwardingIsWarnedAbout() async throws {
         try await Lab.withLab { lab in
