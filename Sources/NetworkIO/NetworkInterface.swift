@@ -144,7 +144,7 @@ public struct NetworkInterface: Sendable, Hashable {
 
     /// The interface called `name` in the calling thread's network namespace.
     ///
-    /// - Throws: ``SystemError`` with code ``SystemError/Code/notFound`` if there is none.
+    /// - Throws: ``SystemError`` with code ``SystemError/Code/interfaceNotFound`` if there is none.
     public static func named(_ name: String) throws -> NetworkInterface {
         guard let interface = try all().first(where: { $0.name == name }) else {
             throw SystemError.interfaceNotFound(name)

@@ -6,10 +6,11 @@ public import SleepProxyDaemon
 ///
 /// The daemon takes frames on its own queue; only tests wait for them in a task, so the stream lives here.
 public final class CaptureStream: Sendable {
-    /// The capture itself, for anything the forwarding methods below do not cover.
-    public let capture: PacketCapture
-    /// Captured frames in capture order, the newest 4,096 kept while nobody reads. Finishes when the capture
-    /// closes. Iterate it from one task at a time; cancelling a task that waits on it ends it for good.
+    private let capture: PacketCapture
+    /// Captured frames in capture order, the newest 4,096 kept while nobody reads. Finishes when ``close()`` is
+    /// called; if reading fails (the interface is deleted) frames stop but it does not finish, so every wait on it
+    /// has a deadline (`firstElement(of:within:)`). Iterate it from one task at a time; cancelling a task that
+    /// waits on it ends it for good.
     public let frames: AsyncStream<CapturedFrame>
     private let continuation: AsyncStream<CapturedFrame>.Continuation
 

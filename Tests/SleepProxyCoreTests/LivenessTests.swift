@@ -11,7 +11,7 @@ struct LivenessTests {
         start + .milliseconds(Int64(seconds * 1000))
     }
 
-    /// Every step from `from` to `to`, stepping the clock to each deadline as a timer would.
+    /// Every step up to `end`, the clock stepped to each deadline as a timer would.
     static func run(_ liveness: inout Liveness, until end: UnixTime) -> [(UnixTime, Liveness.Step)] {
         var steps: [(UnixTime, Liveness.Step)] = []
         while let deadline = liveness.deadline, deadline <= end {
