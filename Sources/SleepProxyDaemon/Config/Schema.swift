@@ -42,11 +42,7 @@ enum Schema {
             settings.registrationPort = UInt16(try integer(value, in: 1...65_535))
         },
         "log_level": .value { value, settings throws(Problem) in
-            let text = try string(value, "one of \(logLevels.joined(separator: ", "))")
-            guard let level = Logger.Level(rawValue: text) else {
-                throw Problem("expected one of \(logLevels.joined(separator: ", ")), found \"\(text)\"")
-            }
-            settings.logLevel = level
+            settings.logLevel = try choice(value, "one of \(logLevels.joined(separator: ", "))")
         },
         "wake_all_on_exit": .value { value, settings throws(Problem) in
             settings.wakeAllOnExit = try boolean(value)
@@ -148,12 +144,7 @@ enum Schema {
         ]),
         "takeover": .table([
             "claim": .value { value, settings throws(Problem) in
-                let allowed = "\"announce\" or \"lazy\""
-                let text = try string(value, allowed)
-                guard let claim = AddressClaim(rawValue: text) else {
-                    throw Problem("expected \(allowed), found \"\(text)\"")
-                }
-                settings.addressClaim = claim
+                settings.addressClaim = try choice(value, "\"announce\" or \"lazy\"")
             }
         ]),
         "wake": .table([
@@ -229,6 +220,15 @@ enum Schema {
     static func string(_ value: TOMLValue, _ allowed: String) throws(Problem) -> String {
         guard let text = value.string else { throw Problem("expected \(allowed), found \(value.summary)") }
         return text
+    }
+
+    /// One of the names of `Choice`, which `allowed` lists.
+    static func choice<Choice: RawRepresentable<String>>(_ value: TOMLValue, _ allowed: String) throws(Problem)
+        -> Choice
+    {
+        let text = try string(value, allowed)
+        guard let chosen = Choice(rawValue: text) else { throw Problem("expected \(allowed), found \"\(text)\"") }
+        return chosen
     }
 
     static func strings(_ value: TOMLValue, _ allowed: String) throws(Problem) -> [String] {
