@@ -72,6 +72,43 @@ struct TakeoverLabTests {
         }
     }
 
+    /// A phone app's Wake-on-LAN: a magic packet for the sleeper sent to its address on UDP port 9, as apps send
+    /// it when they cannot broadcast. The address is the proxy's while the host sleeps; the proxy wakes the host
+    /// with magic packets of its own.
+    @Test func aMagicPacketToAHeldAddressWakesItsHost() async throws {
+        try await Lab.withLab { lab in
+            let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
+            defer { daemon.signal(SIGTERM) }
+            let sleeper = lab.host(.sleeper)
+            let waker = lab.host(.waker)
+            let proxyMAC = try #require(MACAddress(lab.host(.proxy).macString))
+            let sleeperMAC = try #require(MACAddress(sleeper.macString))
+            let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
+            defer { nic.close() }
+            try nic.setFilter("ether proto 0x0842")
+
+            try await MacSleeper.registerAndSleep(lab)
+            _ = try await eventually("the take-over of \(sleeper.ipv4)", within: .seconds(15)) {
+                daemon.stderr.contains("took over \(sleeper.ipv4)") ? true : nil
+            }
+            let app = try lab.withNamespace(.waker) { try DatagramSocket(family: .ipv4, interface: "eth0", port: 0) }
+            defer { app.close() }
+            try app.send(
+                MagicPacket(target: sleeperMAC).bytes, to: Endpoint(address: try ip(sleeper.ipv4), port: 9),
+                scopeID: 0, from: try ip(waker.ipv4), interfaceIndex: 0)
+
+            let frame = try await firstElement(of: nic.frames, within: .seconds(10), "the proxy's magic packet") { _ in
+                true
+            }
+            let magic = try EthernetFrame(parsing: frame.bytes)
+            #expect(magic.header.source == proxyMAC && magic.header.destination == sleeperMAC)
+            #expect(magic.magicPacket?.target == sleeperMAC)
+            _ = try await eventually("the wake's log line", within: .seconds(5)) {
+                daemon.stderr.contains("magic packet from \(waker.ipv4):") ? true : nil
+            }
+        }
+    }
+
     /// Claiming lazily (`[takeover] claim = "lazy"`), the proxy sends no gratuitous ARP for the sleeper's
     /// address, through the whole time its announcements would go out, and still answers a neighbour who asks.
     @Test func aLazyClaimAnnouncesNothingAndAnswersRequests() async throws {
