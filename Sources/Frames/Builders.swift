@@ -30,13 +30,14 @@ extension EthernetFrame {
     }
 
     /// A gratuitous ARP announcement (RFC 5227) claiming `address` for `source`: broadcast request with sender and
-    /// target IP both `address` and an all-zero target MAC.
+    /// target IP both `address` and an all-zero target MAC. With `owner`, the announcement says the address is at
+    /// that MAC instead (sent from `source`): how a proxy hands an address back to the host that owns it.
     public static func arpAnnouncement(
-        of address: IPv4Address, source: MACAddress, vlan: VLANTag? = nil
+        of address: IPv4Address, source: MACAddress, owner: MACAddress? = nil, vlan: VLANTag? = nil
     ) -> EthernetFrame {
         let packet = ARPPacket(
             operation: .request,
-            senderHardwareAddress: source,
+            senderHardwareAddress: owner ?? source,
             senderProtocolAddress: address,
             targetHardwareAddress: .zero,
             targetProtocolAddress: address

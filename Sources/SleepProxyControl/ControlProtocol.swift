@@ -235,7 +235,8 @@ public struct HostSummary: Codable, Hashable, Sendable {
     public var addresses: [String]
     /// Its services, as `Name._type._tcp`.
     public var services: [String]
-    /// `taking-over`, `held` or `waking`.
+    /// `taking-over`, `held` or `waking`; for a declared host `awake`, `probing`, `asleep: held`,
+    /// `asleep: taking-over`, `asleep: not held (<why>)` or `waking`.
     public var state: String
     /// Why it is being woken, while `state` is `waking`.
     public var wakeReason: String?
@@ -244,12 +245,19 @@ public struct HostSummary: Codable, Hashable, Sendable {
     public var leaseExpiresAt: Date?
     /// The last wake recorded for this host, if any.
     public var lastWake: WakeReport?
+    /// For a host declared in the configuration (it never registers): the name of its table (`imac` for
+    /// `[hosts.imac]`). `registeredAt` is then when it was taken over, or when it was last heard from.
+    public var declared: String?
+    /// For a declared host: when a frame from it was last seen.
+    public var lastHeard: Date?
 
     public init(
         name: String?, ownerMAC: String, wakeMAC: String, interface: String, addresses: [String],
         services: [String], state: String, wakeReason: String?, recordCount: Int, registeredAt: Date,
-        leaseExpiresAt: Date?, lastWake: WakeReport?
+        leaseExpiresAt: Date?, lastWake: WakeReport?, declared: String? = nil, lastHeard: Date? = nil
     ) {
+        self.declared = declared
+        self.lastHeard = lastHeard
         self.name = name
         self.ownerMAC = ownerMAC
         self.wakeMAC = wakeMAC

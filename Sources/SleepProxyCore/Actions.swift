@@ -69,4 +69,7 @@ public enum Action: Hashable, Sendable {
     /// Point our own host's neighbour entry for a held address at the sleeping host's real MAC, or drop it.
     case setNeighbour(InterfaceName, IPAddress, MACAddress)
     case removeNeighbour(InterfaceName, IPAddress)
+    /// The declared hosts on an interface changed: the capture must also see every frame from these MACs (all of
+    /// them now), to know when each is awake.
+    case watchSources(InterfaceName, [MACAddress])
 }

@@ -92,25 +92,15 @@ struct Advertisement: Sendable {
     var records: [DNSRecord] = []
 
     static let serviceType: DNSName = "_sleep-proxy._udp.local."
-    static let serviceEnumeration: DNSName = "_services._dns-sd._udp.local."
 
     /// The records for `link`: PTRs (shared), SRV and empty TXT (unique), A/AAAA of our addresses on that link.
     mutating func buildRecords(for link: Link) {
         let instance = try! DNSName(labels: [configuration.instanceLabel(renames: renames)] + Self.serviceType.labels)
         let host = try! DNSName(labels: [configuration.hostLabel(renames: renames), Array("local".utf8)])
-        var records = [
-            DNSRecord(name: Self.serviceEnumeration, ttl: 4500, rdata: .ptr(Self.serviceType)),
-            DNSRecord(name: Self.serviceType, ttl: 4500, rdata: .ptr(instance)),
-            DNSRecord(name: instance, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: port, target: host))),
-            DNSRecord(name: instance, ttl: 4500, cacheFlush: true, rdata: .txt(try! TXTData([""]))),
-        ]
-        for prefix in link.prefixes {
-            switch prefix.address {
-            case .v4(let v4): records.append(DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .a(v4)))
-            case .v6(let v6): records.append(DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .aaaa(v6)))
-            }
-        }
-        self.records = records
+        self.records =
+            ServiceRecords.service(
+                instance: instance, type: Self.serviceType, port: port, target: host, txt: try! TXTData([""]))
+            + ServiceRecords.addresses(of: host, link.prefixes.map(\.address))
     }
 
     var uniqueRecords: [DNSRecord] { records.filter(\.cacheFlush) }

@@ -19,6 +19,11 @@ extension SleepProxyCore {
             actions.append(.log(.debug, "mDNS from \(packet.source) on \(packet.interface) ignored: \(error)"))
             return actions
         }
+        if !declared.isEmpty, let mac = packet.sourceMAC {
+            actions += hearDeclared(
+                mac, on: packet.interface, using: [packet.source.address],
+                what: "mDNS \(message.flags.isResponse ? "response" : "query") from \(packet.source.address)", now: now)
+        }
         // OWNER first: a waking Mac's announcement must not look like a conflict (PROTOCOL.md section 3.1).
         actions += releaseOnOwner(message, packet, now: now)
         actions += releaseOnOwnTraffic(message, packet, now: now)

@@ -34,10 +34,11 @@ extension SleepProxyCore {
             // Re-inserted so that the expiry index follows.
             hosts.remove(key)
             hosts.insert(host)
-            actions.append(.store(.saveOwner(host.owner)))
-            if host.wake != nil { actions.append(storedWakeChange(of: key)) }
+            actions += storedOwnerChange(host.owner)
+            if host.wake != nil { actions += storedWakeChange(of: key) }
         }
         hosts.moveProbeEnds(by: step)
+        for key in declared.keys { declared[key]?.liveness.moveTimes(by: step) }
         schedule.clockStepped(by: step)
         for (interface, advertisement) in advertisements {
             var copy = advertisement

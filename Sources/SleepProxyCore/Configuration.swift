@@ -41,6 +41,8 @@ public struct CoreConfiguration: Hashable, Sendable {
     public var maximumPendingResponses: Int = 4_096
     /// How a held address is claimed once its probes went unanswered.
     public var addressClaim: AddressClaim = .announce
+    /// Hosts that never register, watched on the wire and held while they sleep (`Declared.swift`).
+    public var declaredHosts: [DeclaredHost] = []
 
     public init(
         maximumLease: UInt32 = 86_400, maximumRecordsPerOwner: Int = 1_000, maximumRecordsTotal: Int = 10_000,

@@ -85,6 +85,7 @@ public struct Event: Hashable, Sendable {
             case wakeIgnored = "wake-ignored"
             case wouldWake = "would-wake"
             case keepalive
+            case asleep
         }
         private let code: Code
 
@@ -118,11 +119,14 @@ public struct Event: Hashable, Sendable {
         /// TCP keepalive offload: a connection is kept alive from now on, a keepalive record cannot be used (the
         /// detail names the field), or a peer stopped answering. Wakes it causes are `wake` events.
         public static let keepalive = Kind(code: .keepalive)
+        /// A declared host (one that never registers) answered none of the proxy's probes: it sleeps, and the proxy
+        /// takes it over. When it is back, a `released` event says what was heard from it.
+        public static let asleep = Kind(code: .asleep)
 
         /// Every kind, for documentation and tests.
         public static let all: [Kind] = [
             .registered, .renewed, .replaced, .refused, .expired, .released, .conflict, .takeover, .wake,
-            .wakeCancelled, .wakeIgnored, .wouldWake, .keepalive,
+            .wakeCancelled, .wakeIgnored, .wouldWake, .keepalive, .asleep,
         ]
 
         public var identifier: String { code.rawValue }

@@ -31,6 +31,8 @@ struct HeldHost: Sendable {
     var keepalives: [KeepaliveConnection.Key: KeptConnection] = [:]
     /// When the wake policy last recorded an ignored or a dry-run wake for this host (its rate limit).
     var policyMemory = WakePolicyMemory()
+    /// Held as a declared host (found asleep from the wire), not through a registration: never stored, no lease.
+    var declared = false
 
     var key: OwnerKey { owner.key }
 

@@ -232,7 +232,8 @@ extension SleepProxyCore {
         }
 
         let key = OwnerKey(interface: datagram.interface, primaryMAC: mac)
-        let existing = hosts[key]
+        // A declared host the proxy holds is not this registration's: the registration wins (`yieldDeclared`).
+        let existing = hosts[key].flatMap { $0.declared ? nil : $0 }
         if existing == nil {
             let held = hosts.count(on: datagram.interface)
             let limit = configuration.maximumHostsPerInterface
@@ -330,7 +331,7 @@ extension SleepProxyCore {
             key: key, wakeMAC: registration.owner.effectiveWakeMAC, password: registration.owner.password,
             sequence: sequence, registeredAt: sameSequence ? existing!.owner.registeredAt : now, updatedAt: now,
             lastSource: datagram.source, records: records)
-        var actions: [Action] = []
+        var actions = yieldDeclared(key, now: now)
         // A datagram already answered that holds nothing new is a retransmission (the client missed our reply) or
         // a replay from anyone on the link: it refreshes the lease as Apple's proxy does, but it calls no wake
         // off and costs no event; only the host's next registration (a new sequence) does those.

@@ -168,10 +168,10 @@ extension SleepProxyCore {
         let event = Event(
             time: now, kind: reason.kind, interface: key.interface, owner: key.primaryMAC, detail: reason.detail)
         let verb = reason.kind == .released ? "released" : "dropped"
-        return actions + [
-            .store(.removeOwner(key)), .store(.appendEvent(event)),
-            .log(reason.level, "\(verb) \(key): \(reason.detail)"),
-        ]
+        // A declared host was never stored: only its event is.
+        return actions + (host.declared ? [] : [.store(.removeOwner(key))]) + [
+            .store(.appendEvent(event)), .log(reason.level, "\(verb) \(key): \(reason.detail)"),
+        ] + rewatchDeclared(key, now: now)
     }
 
     /// Drops some of a host's records; the host goes when none are left.
@@ -193,9 +193,9 @@ extension SleepProxyCore {
         let names = gone.map { "\($0.record.name) \($0.record.type)" }.joined(separator: ", ")
         let detail = "\(gone.count) of its records (\(names)): \(reason.detail)"
         let event = Event(time: now, kind: reason.kind, interface: key.interface, owner: key.primaryMAC, detail: detail)
-        actions += [.store(.saveOwner(owner)), .store(.appendEvent(event)), .log(reason.level, "\(key): \(detail)")]
+        actions += storedOwnerChange(owner) + [.store(.appendEvent(event)), .log(reason.level, "\(key): \(detail)")]
         // A wake of some records keeps their positions in the store: they move with the records that are left.
-        if hosts[key]?.wake != nil { actions.append(storedWakeChange(of: key)) }
+        if hosts[key]?.wake != nil { actions += storedWakeChange(of: key) }
         return actions
     }
 

@@ -26,6 +26,8 @@ public struct SleepProxyCore: Sendable {
         didSet { schedule.forgetAnswers() }
     }
     var random: CoreRandom
+    /// Hosts declared in the configuration, watched to know when each sleeps (`Declared.swift`).
+    var declared: [OwnerKey: DeclaredWatch] = [:]
 
     /// `seed` makes the random answer delays repeatable; the shell passes a random one.
     public init(configuration: CoreConfiguration = CoreConfiguration(), seed: UInt64 = 0x5EED) {
@@ -35,9 +37,17 @@ public struct SleepProxyCore: Sendable {
 
     // MARK: Inputs
 
-    /// Applies new limits and a new wake policy (a reload). Leases granted keep their length; held hosts stay.
-    public mutating func reconfigure(_ configuration: CoreConfiguration) {
+    /// Applies new limits, a new wake policy and new declared hosts (a reload). Leases granted keep their length;
+    /// held hosts stay, except declared ones whose declaration changed or went (`Declared.swift`).
+    public mutating func reconfigure(_ configuration: CoreConfiguration, now: UnixTime) -> [Action] {
         self.configuration = configuration
+        return syncDeclared(now: now)
+    }
+
+    /// Starts watching the declared hosts of the configuration, counted awake from `now` (at start-up, once the
+    /// links are set).
+    public mutating func watchDeclaredHosts(now: UnixTime) -> [Action] {
+        syncDeclared(now: now)
     }
 
     /// Serves `link`, or updates what is known of it (its addresses changed).
@@ -97,6 +107,7 @@ public struct SleepProxyCore: Sendable {
     public mutating func tick(now: UnixTime) -> [Action] {
         var actions = expire(now: now)
         actions += advanceHosts(now: now)
+        actions += advanceDeclared(now: now)
         actions += sendDueResponses(now: now)
         for interface in advertisements.keys.sorted() {
             actions += advance(interface, now: now)
@@ -171,7 +182,8 @@ public struct SleepProxyCore: Sendable {
 
     /// The next time `tick` has work to do, if any.
     public var nextDeadline: UnixTime? {
-        [hosts.nextLeaseExpiry, schedule.earliestDue, advertisementDeadline, hosts.nextStep].compactMap { $0 }.min()
+        [hosts.nextLeaseExpiry, schedule.earliestDue, advertisementDeadline, hosts.nextStep, declaredDeadline]
+            .compactMap { $0 }.min()
     }
 
     // MARK: Steps

@@ -195,13 +195,18 @@ extension SleepProxyCore {
 
     /// "Is the host still there?": an ARP probe or an NS from `::`, unicast to its wake MAC.
     func probe(_ address: IPAddress, owner: Owner, link: Link) -> [UInt8] {
+        Self.probe(address, to: owner.wakeMAC, link: link)
+    }
+
+    /// The same probe for `address`, unicast to `mac`.
+    static func probe(_ address: IPAddress, to mac: MACAddress, link: Link) -> [UInt8] {
         switch address {
         case .v4(let v4):
-            return EthernetFrame.arpProbe(for: v4, source: link.macAddress, destination: owner.wakeMAC).serialized()
+            return EthernetFrame.arpProbe(for: v4, source: link.macAddress, destination: mac).serialized()
         case .v6(let v6):
             return EthernetFrame.neighborSolicitation(
                 for: v6, sourceAddress: .unspecified, destinationAddress: v6.solicitedNodeGroup,
-                source: link.macAddress, destination: owner.wakeMAC, includeSourceLinkLayerAddress: false
+                source: link.macAddress, destination: mac, includeSourceLinkLayerAddress: false
             ).serialized()
         }
     }
@@ -248,6 +253,12 @@ extension SleepProxyCore {
     mutating func receiveFrame(_ frame: EthernetFrame, on interface: InterfaceName, now: UnixTime) -> [Action] {
         var actions = expire(now: now)
         guard let link = links[interface] else { return actions }
+        // A declared host heard from first: if it is back, nothing of it is held when the frame is looked at.
+        if !declared.isEmpty {
+            actions += hearDeclared(
+                frame.header.source, on: interface, using: Self.sourceAddresses(of: frame),
+                what: Self.summary(of: frame), now: now)
+        }
         if let arp = frame.arp {
             actions += handleARP(arp, from: frame.header.source, link: link, now: now)
         } else if let ipv6 = frame.ipv6, let icmp = frame.icmpv6, ipv6.header.hopLimit == 255 {
@@ -257,6 +268,33 @@ extension SleepProxyCore {
         }
         refreshHostDeadline()
         return actions
+    }
+
+    /// The addresses a frame's sender uses as its own: an ARP sender address, an IP source.
+    static func sourceAddresses(of frame: EthernetFrame) -> [IPAddress] {
+        if let arp = frame.arp {
+            return arp.senderProtocolAddress.isUnspecified ? [] : [.v4(arp.senderProtocolAddress)]
+        }
+        if let ipv4 = frame.ipv4 { return [.v4(ipv4.header.source)] }
+        if let ipv6 = frame.ipv6 { return [.v6(ipv6.header.source)] }
+        return []
+    }
+
+    /// A frame in a few words, for the event that says a declared host is back.
+    static func summary(of frame: EthernetFrame) -> String {
+        if let arp = frame.arp {
+            return arp.operation == .reply
+                ? "ARP reply for \(arp.senderProtocolAddress)" : "ARP request for \(arp.targetProtocolAddress)"
+        }
+        if let ipv6 = frame.ipv6 {
+            if let icmp = frame.icmpv6, icmp.neighborSolicitation != nil || icmp.neighborAdvertisement != nil {
+                return
+                    "\(icmp.neighborSolicitation != nil ? "Neighbour Solicitation" : "Neighbour Advertisement") from \(ipv6.header.source)"
+            }
+            return "IPv6 from \(ipv6.header.source) to \(ipv6.header.destination)"
+        }
+        if let ipv4 = frame.ipv4 { return "IPv4 from \(ipv4.header.source) to \(ipv4.header.destination)" }
+        return "a frame of EtherType 0x\(String(frame.header.etherType.rawValue, radix: 16))"
     }
 
     /// ARP for held addresses (mDNS.c `mDNSCoreReceiveRawARP`). Requests for a held address: from the host

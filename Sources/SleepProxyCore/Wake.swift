@@ -305,6 +305,9 @@ extension SleepProxyCore {
         if let name = serviceName(of: owner, port: port, transport: "_\(transport.rawValue)") {
             return name.description
         }
+        if let watch = declared[owner.key], watch.host.wakePorts.contains(WakePolicy.Port(transport, port)) {
+            return "hosts.\(watch.host.name).wake_ports"
+        }
         let policy = configuration.wakePolicy
         guard !policy.extraPorts.isEmpty, policy.hasExtraPort(WakePolicy.Port(transport, port), for: owner) else {
             return nil
@@ -418,7 +421,7 @@ extension SleepProxyCore {
         // after every action that does not wait for the disk) need not hold them up. A round sent saves the wake's
         // progress; otherwise (a wake widened between rounds) it is saved here.
         let round = advanceWake(of: key, now: now)
-        actions = round + actions + (round.isEmpty ? [storedWakeChange(of: key)] : [])
+        actions = round + actions + (round.isEmpty ? storedWakeChange(of: key) : [])
         // One info line per wake: the host, then the trigger with its source and port.
         let name = host.owner.firstHostName.map { "\($0) " } ?? ""
         actions += [.store(.appendEvent(event)), .log(.info, "waking \(name)(\(key)): \(reason)")]
@@ -494,26 +497,41 @@ extension SleepProxyCore {
             case .records(let identities):
                 hosts.update(key) { $0.state = .proxying }
                 return dropRecords(identities, of: key, reason: .unanswered(detail), now: now)
-                    + [.store(.saveWake(key, nil))]
+                    + storedWakeChange(of: key)
             }
         }
         wake.next = now + WakeTiming.interval
         hosts.update(key) { $0.state = .waking(wake) }
-        return actions + [storedWakeChange(of: key)]
+        return actions + storedWakeChange(of: key)
     }
 
     /// The store's copy of `key`'s wake as it stands: kept while it runs, cleared once the host is held again.
-    func storedWakeChange(of key: OwnerKey) -> Action {
-        .store(.saveWake(key, hosts[key].flatMap { host in host.wake.map { StoredWake($0, of: host.owner) } }))
+    /// Nothing for a declared host, which is not stored.
+    func storedWakeChange(of key: OwnerKey) -> [Action] {
+        guard let host = hosts[key] else { return [.store(.saveWake(key, nil))] }
+        guard !host.declared else { return [] }
+        return [.store(.saveWake(key, host.wake.map { StoredWake($0, of: host.owner) }))]
     }
 
-    /// Every held host's wake as the store should have it, for a store that fell behind.
+    /// The store's copy of a held owner: nothing for a declared host, which is not stored.
+    func storedOwnerChange(_ owner: Owner) -> [Action] {
+        hosts[owner.key]?.declared == true ? [] : [.store(.saveOwner(owner))]
+    }
+
+    /// Every stored host's wake as the store should have it, for a store that fell behind.
     public var storedWakes: [OwnerKey: StoredWake] {
         var wakes: [OwnerKey: StoredWake] = [:]
         for key in hosts.keys {
-            if let host = hosts[key], let wake = host.wake { wakes[key] = StoredWake(wake, of: host.owner) }
+            if let host = hosts[key], !host.declared, let wake = host.wake {
+                wakes[key] = StoredWake(wake, of: host.owner)
+            }
         }
         return wakes
+    }
+
+    /// The held owners the lease store mirrors: every held host but the declared ones.
+    public var storedOwners: [Owner] {
+        hosts.values.filter { !$0.declared }.map(\.owner)
     }
 
     /// One round: the 0x0842 magic frame and a UDP port 9 copy, unicast to the wake MAC; from the third round

@@ -11,6 +11,8 @@ public protocol InterfaceEffects: AnyObject {
     func inject(_ frame: [UInt8]) throws
     /// The held addresses on this interface are now exactly `addresses`: the capture watches them.
     func watch(_ addresses: [IPAddress]) throws
+    /// The declared hosts on this interface are now exactly `sources`: the capture sees every frame they send.
+    func watchSources(_ sources: [MACAddress]) throws
     func joinGroup(_ group: IPv6Address) throws
     func leaveGroup(_ group: IPv6Address) throws
     func setNeighbour(_ address: IPAddress, mac: MACAddress) throws
@@ -108,6 +110,8 @@ public struct ActionPerformer {
             carryOut(interface, "inject") { try $0.inject(bytes) }
         case .proxiedAddressesChanged(let interface, let addresses):
             carryOut(interface, "capture filter") { try $0.watch(addresses) }
+        case .watchSources(let interface, let sources):
+            carryOut(interface, "capture filter") { try $0.watchSources(sources) }
         case .joinMulticastGroup(let interface, let group):
             carryOut(interface, "join \(group)") { try $0.joinGroup(group) }
         case .leaveMulticastGroup(let interface, let group):

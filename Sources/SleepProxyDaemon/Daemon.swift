@@ -186,6 +186,7 @@ public final class Daemon: @unchecked Sendable {
         loadWakeHistory()
         for owner in loaded.owners { remember(owner) }
         performer.perform(core.restore(loaded.owners, wakes: loaded.wakes, now: now()))
+        performer.perform(core.watchDeclaredHosts(now: now()))
         logger.info(
             "sleepproxyd \(SleepProxyVersion.string) on \(configuration.interfaces.joined(separator: ", ")), registrations on UDP port \(configuration.registrationPort), state in \(configuration.stateDirectory)\(configuration.controlSocket.map { ", control socket \($0)" } ?? "")"
         )
@@ -239,7 +240,8 @@ public final class Daemon: @unchecked Sendable {
         do {
             let loaded = try store.loadOwners()
             let stored = Dictionary(loaded.owners.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
-            let held = core.owners
+            // Declared hosts are held but never stored.
+            let held = Dictionary(core.storedOwners.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
             let saved = held.values.filter { stored[$0.key] != $0 }.sorted { $0.key < $1.key }
             let removed = stored.keys.filter { held[$0] == nil }.sorted()
             let wakes = core.storedWakes
@@ -486,7 +488,6 @@ public final class Daemon: @unchecked Sendable {
         applied.controlGroup = configuration.controlGroup
         applied.responder = configuration.responder
         configuration = applied
-        core.reconfigure(next.core)
 
         for name in current.subtracting(wanted).sorted() {
             perform(core.removeLink(name, now: now(), reason: "\(name) was removed from the configuration"))
@@ -500,6 +501,8 @@ public final class Daemon: @unchecked Sendable {
             startShell(shell.name)
             logger.notice("reload: serving \(shell.name)")
         }
+        // After the links: declared hosts on an interface served from now on are watched there.
+        perform(core.reconfigure(next.core, now: now()))
         if advertisementChanged {
             let addedNames = Set(added.map(\.name))
             for name in shells.keys.sorted() where !addedNames.contains(name) {

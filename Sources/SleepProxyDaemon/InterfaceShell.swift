@@ -49,6 +49,8 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     private var mdnsSockets: [DatagramSocket] = []
     private var capture: PacketCapture?
     private var captureFilter = ""
+    private var watchedAddresses: [IPAddress] = []
+    private var watchedSources: [MACAddress] = []
     private var neighbours: NeighbourTable?
     private var membership: MulticastMembership?
     /// Neighbour entries set for our own host, removed when the shell stops whatever the core says.
@@ -297,8 +299,18 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     }
 
     public func watch(_ addresses: [IPAddress]) throws {
+        watchedAddresses = addresses
+        try updateFilter()
+    }
+
+    public func watchSources(_ sources: [MACAddress]) throws {
+        watchedSources = sources
+        try updateFilter()
+    }
+
+    private func updateFilter() throws {
         guard let capture else { return }
-        let filter = Self.filter(for: addresses)
+        let filter = Self.filter(for: watchedAddresses, sources: watchedSources)
         guard filter != captureFilter else { return }
         try capture.setFilter(filter)
         captureFilter = filter
@@ -324,13 +336,14 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
 
     // MARK: The capture filter
 
-    /// The kernel filter: mDNS to us, all ARP, ICMPv6 with hop limit 255 (Neighbour Discovery), and IP to the
-    /// held addresses. Held addresses are listed one by one while few; with many, they are folded into the
+    /// The kernel filter: mDNS to us, all ARP, ICMPv6 with hop limit 255 (Neighbour Discovery), IP to the held
+    /// addresses, and every frame from the MACs of declared hosts (whatever it is, it says the host is awake). Held addresses are listed one by one while few; with many, they are folded into the
     /// narrowest prefixes that keep the program small (the kernel caps classic BPF at 4,096 instructions), so
     /// that traffic to other addresses stays in the kernel. The core checks every packet exactly.
-    static func filter(for addresses: [IPAddress]) -> String {
+    static func filter(for addresses: [IPAddress], sources: [MACAddress] = []) -> String {
         var parts = ["udp dst port \(MulticastDNS.port)", "arp", "(icmp6 and ip6[7] = 255)"]
         parts += destinationTerms(for: addresses, limit: 64)
+        parts += sources.map { "ether src \($0)" }
         return parts.joined(separator: " or ")
     }
 

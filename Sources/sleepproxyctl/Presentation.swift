@@ -122,7 +122,7 @@ struct Presentation: Sendable {
 
     // MARK: Hosts
 
-    /// `hosts`: one line per held host, or `no hosts held`.
+    /// `hosts`: one line per held or declared host, or `no hosts held`.
     func hosts(_ hosts: [HostSummary]) -> String {
         guard !hosts.isEmpty else { return "no hosts held\n" }
         var table = TextTable(headers: [
@@ -137,7 +137,7 @@ struct Presentation: Sendable {
                 TextTable.Cell(services(host.services)),
                 // The reason once: in LAST WAKE when that is the wake under way.
                 state(host, withReason: host.lastWake?.reason != host.wakeReason),
-                lease(host.leaseExpiresAt),
+                host.declared != nil ? "declared" : lease(host.leaseExpiresAt),
                 TextTable.Cell(host.lastWake.map { "\(relative($0.time)): \($0.reason)" } ?? "-"),
             ])
         }
@@ -156,8 +156,8 @@ struct Presentation: Sendable {
         var text = host.state
         if withReason, host.state == "waking", let reason = host.wakeReason { text += ": \(reason)" }
         switch host.state {
-        case "held": return TextTable.Cell(text, .green)
-        case "taking-over", "waking": return TextTable.Cell(text, .yellow)
+        case "held", "asleep: held": return TextTable.Cell(text, .green)
+        case "taking-over", "waking", "probing", "asleep: taking-over": return TextTable.Cell(text, .yellow)
         default: return TextTable.Cell(text)
         }
     }

@@ -8,7 +8,7 @@ struct EventKindTests {
     /// The identifiers as stored; they must never change, or older histories stop loading.
     static let identifiers = [
         "registered", "renewed", "replaced", "refused", "expired", "released", "conflict", "takeover", "wake",
-        "wake-cancelled", "wake-ignored", "would-wake", "keepalive",
+        "wake-cancelled", "wake-ignored", "would-wake", "keepalive", "asleep",
     ]
 
     @Test func identifiersAreStable() {

@@ -126,6 +126,26 @@ public enum ConfigFile {
                     } catch let problem {
                         throw error(keyPath, problem.message)
                     }
+                case .namedTables(let apply):
+                    guard let nested = value.table else {
+                        throw error(
+                            keyPath,
+                            "expected tables such as [\(keyPath.joined(separator: ".")).imac], found \(value.summary)")
+                    }
+                    for name in inFileOrder(nested.keys, under: keyPath) {
+                        guard let entry = nested[name] else { continue }
+                        guard let inner = entry.table else {
+                            throw error(
+                                keyPath + [name],
+                                "expected a table ([\((keyPath + [name]).joined(separator: "."))]), found \(entry.summary)"
+                            )
+                        }
+                        do {
+                            try apply(name, inner, &settings)
+                        } catch let problem {
+                            throw error(keyPath + [name] + problem.key, problem.message)
+                        }
+                    }
                 case .hostTable(let apply):
                     guard let nested = value.table else {
                         throw error(keyPath, "expected a table of host = [ports], found \(value.summary)")

@@ -6,7 +6,12 @@ import TOMLConfig
 /// Why a value was refused, without the file and key (the reader adds those).
 struct Problem: Error {
     var message: String
-    init(_ message: String) { self.message = message }
+    /// The key inside the value that is wrong, for a table read whole (`mac` in `[hosts.imac]`).
+    var key: [String]
+    init(_ message: String, at key: [String] = []) {
+        self.message = message
+        self.key = key
+    }
 }
 
 /// The keys of the config file and how each is read. `Config/sleepproxy.toml` documents the same keys; a test
@@ -17,6 +22,8 @@ enum Schema {
         case table([String: Entry])
         /// A table whose keys are hosts (a MAC or a name), each with a value.
         case hostTable(@Sendable (String, TOMLValue, inout Settings) throws(Problem) -> Void)
+        /// A table of tables, one per name (`[hosts.imac]`), each read whole.
+        case namedTables(@Sendable (String, [String: TOMLValue], inout Settings) throws(Problem) -> Void)
     }
 
     static let logLevels = Logger.Level.allCases.map(\.rawValue)
@@ -147,6 +154,12 @@ enum Schema {
                 settings.addressClaim = try choice(value, "\"announce\" or \"lazy\"")
             }
         ]),
+        "hosts": .namedTables { name, table, settings throws(Problem) in
+            try settings.declaredHosts.append(declaredHost(named: name, table))
+            guard settings.declaredHosts.count <= Settings.declaredHostLimit else {
+                throw Problem("at most \(Settings.declaredHostLimit) declared hosts")
+            }
+        },
         "wake": .table([
             "dry_run": .value { value, settings throws(Problem) in settings.dryRun = try boolean(value) },
             "ignore_sources": .value { value, settings throws(Problem) in
@@ -175,22 +188,7 @@ enum Schema {
                 guard let match = WakePolicy.HostMatch(parsing: host) else {
                     throw Problem("\"\(host)\" is not a host name or MAC")
                 }
-                let allowed = "an array of ports such as [\"tcp/32400\", \"udp/9\"] (a bare number is TCP)"
-                guard let array = value.array else { throw Problem("expected \(allowed), found \(value.summary)") }
-                var ports: [WakePolicy.Port] = []
-                for element in array {
-                    if let number = element.int {
-                        guard (1...65_535).contains(number) else {
-                            throw Problem("port \(number) is out of range; expected 1 to 65535")
-                        }
-                        ports.append(WakePolicy.Port(.tcp, UInt16(number)))
-                    } else if let text = element.string, let port = WakePolicy.Port(text) {
-                        ports.append(port)
-                    } else {
-                        throw Problem("expected \(allowed), found \(element.summary)")
-                    }
-                }
-                guard !ports.isEmpty else { throw Problem("expected \(allowed), found an empty array") }
+                let ports = try ports(value)
                 // Two keys for one host (`imac` and `iMac.local`) would be printed as the same key, which TOML
                 // refuses; and the order of a table's keys means nothing, so the hosts are kept sorted, to give the
                 // same settings whichever way the file spells and orders them.
@@ -202,6 +200,142 @@ enum Schema {
             },
         ]),
     ]
+
+    // MARK: Declared hosts
+
+    static let declaredHostKeys = ["mac", "interface", "addresses", "wake_ports", "host_name", "services"]
+
+    /// One `[hosts.NAME]` table. The interface may be left out when one is served (`Settings.daemonConfiguration`
+    /// fills it in).
+    static func declaredHost(named name: String, _ table: [String: TOMLValue]) throws(Problem) -> DeclaredHost {
+        guard !name.isEmpty, name.utf8.count <= 63,
+            name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
+        else {
+            throw Problem("\"\(name)\" is not a host's table name: 1 to 63 letters, digits, - or _")
+        }
+        for key in table.keys.sorted() where !declaredHostKeys.contains(key) {
+            var message =
+                "unknown key in [hosts.\(name)]; known keys: \(declaredHostKeys.sorted().joined(separator: ", "))"
+            if let close = closest(to: key, among: declaredHostKeys) { message += " (did you mean \(close)?)" }
+            throw Problem(message, at: [key])
+        }
+        func at<Value>(_ key: String, _ read: (TOMLValue) throws(Problem) -> Value) throws(Problem) -> Value? {
+            guard let value = table[key] else { return nil }
+            do {
+                return try read(value)
+            } catch let problem {
+                throw Problem(problem.message, at: [key] + problem.key)
+            }
+        }
+        guard
+            let mac = try at(
+                "mac",
+                { value throws(Problem) in
+                    let text = try string(value, "the host's MAC, such as \"aa:bb:cc:dd:ee:ff\"")
+                    guard let mac = MACAddress(text) else {
+                        throw Problem("\"\(text)\" is not a MAC; expected six hex bytes, such as \"aa:bb:cc:dd:ee:ff\"")
+                    }
+                    guard !mac.isZero, mac != .broadcast, !mac.isMulticast else {
+                        throw Problem("\(mac) is not a host's MAC (zero, broadcast or multicast)")
+                    }
+                    return mac
+                })
+        else { throw Problem("the host's MAC is required: mac = \"aa:bb:cc:dd:ee:ff\"") }
+        var host = DeclaredHost(name: name, interface: "", mac: mac, learnsAddresses: true)
+        if let interface = try at("interface", { value throws(Problem) in try string(value, "an interface name") }) {
+            guard !interface.isEmpty else { throw Problem("expected an interface name, found \"\"", at: ["interface"]) }
+            host.interface = InterfaceName(interface)
+        }
+        if let (addresses, learns) = try at("addresses", declaredAddresses) {
+            host.addresses = addresses
+            host.learnsAddresses = learns
+        }
+        host.wakePorts = try at("wake_ports", { value throws(Problem) in try ports(value) }) ?? []
+        host.hostName = try at(
+            "host_name",
+            { value throws(Problem) in
+                try string(value, "the host's mDNS name without .local, such as \"iMac\"")
+            })
+        host.services = try at("services", declaredServices) ?? []
+        if let problem = host.validate() { throw Problem(problem) }
+        return host
+    }
+
+    /// `["192.168.1.20", "fd00::20"]`, with `"learn"` among them or alone (`addresses = "learn"`, the default) to
+    /// also take the addresses the host is seen using.
+    static func declaredAddresses(_ value: TOMLValue) throws(Problem) -> ([IPAddress], Bool) {
+        let allowed =
+            "an array of addresses, such as [\"192.168.1.20\", \"fd00::20\"], with \"learn\" to add those the host is seen using, or \"learn\""
+        if let text = value.string {
+            guard text == "learn" else { throw Problem("expected \(allowed), found \"\(text)\"") }
+            return ([], true)
+        }
+        var addresses: [IPAddress] = []
+        var learns = false
+        for text in try strings(value, allowed) {
+            if text == "learn" {
+                learns = true
+            } else if let address = IPAddress(text) {
+                guard !address.isUnspecifiedOrMulticast else { throw Problem("\(address) is not a host's address") }
+                guard !addresses.contains(address) else { throw Problem("\(address) is listed twice") }
+                addresses.append(address)
+            } else {
+                throw Problem("\"\(text)\" is not an address; expected \(allowed)")
+            }
+        }
+        guard learns || !addresses.isEmpty else { throw Problem("expected \(allowed), found an empty array") }
+        return (addresses, learns)
+    }
+
+    /// `[{ name = "iMac", type = "_smb._tcp", port = 445, txt = ["model=iMac"] }]`.
+    static func declaredServices(_ value: TOMLValue) throws(Problem) -> [DeclaredHost.Service] {
+        let allowed = "an array of tables such as { name = \"iMac\", type = \"_smb._tcp\", port = 445 }"
+        guard let array = value.array else { throw Problem("expected \(allowed), found \(value.summary)") }
+        var services: [DeclaredHost.Service] = []
+        for (index, element) in array.enumerated() {
+            guard let table = element.table else {
+                throw Problem("expected \(allowed); item \(index + 1) is \(element.summary)")
+            }
+            let keys = ["name", "type", "port", "txt"]
+            if let unknown = table.keys.sorted().first(where: { !keys.contains($0) }) {
+                throw Problem(
+                    "service \(index + 1): unknown key \(unknown); known keys: \(keys.joined(separator: ", "))")
+            }
+            guard let name = table["name"], let type = table["type"], let port = table["port"] else {
+                throw Problem("service \(index + 1): name, type and port are required")
+            }
+            let service = DeclaredHost.Service(
+                name: try string(name, "an instance name"), type: try string(type, "a type such as \"_smb._tcp\""),
+                port: UInt16(try integer(port, in: 1...65_535)),
+                txt: try table["txt"].map { value throws(Problem) in
+                    try strings(value, "an array of \"key=value\" strings")
+                } ?? [])
+            if let problem = DeclaredHost.problem(with: service) { throw Problem("service \(index + 1): \(problem)") }
+            services.append(service)
+        }
+        return services
+    }
+
+    /// `["tcp/32400", "udp/9", 22]` (a bare number is TCP), not empty.
+    static func ports(_ value: TOMLValue) throws(Problem) -> [WakePolicy.Port] {
+        let allowed = "an array of ports such as [\"tcp/32400\", \"udp/9\"] (a bare number is TCP)"
+        guard let array = value.array else { throw Problem("expected \(allowed), found \(value.summary)") }
+        var ports: [WakePolicy.Port] = []
+        for element in array {
+            if let number = element.int {
+                guard (1...65_535).contains(number) else {
+                    throw Problem("port \(number) is out of range; expected 1 to 65535")
+                }
+                ports.append(WakePolicy.Port(.tcp, UInt16(number)))
+            } else if let text = element.string, let port = WakePolicy.Port(text) {
+                ports.append(port)
+            } else {
+                throw Problem("expected \(allowed), found \(element.summary)")
+            }
+        }
+        guard !ports.isEmpty else { throw Problem("expected \(allowed), found an empty array") }
+        return ports
+    }
 
     // MARK: Value readers
 

@@ -1,4 +1,5 @@
 import Logging
+import NetworkAddresses
 import SleepProxyCore
 
 extension Settings {
@@ -82,6 +83,22 @@ extension Settings {
         lines.append("[wake.extra_ports]")
         for extra in extraPorts {
             lines.append("\(quoted(extra.host.description)) = \(list(extra.ports.map(\.description)))")
+        }
+        for host in declaredHosts {
+            lines.append("")
+            lines.append("[hosts.\(host.name)]")
+            lines.append("mac = \(quoted(host.mac.description))")
+            if !host.interface.rawValue.isEmpty { lines.append("interface = \(quoted(host.interface.rawValue))") }
+            lines.append(
+                "addresses = \(list(host.addresses.map(\.description) + (host.learnsAddresses ? ["learn"] : [])))")
+            if !host.wakePorts.isEmpty { lines.append("wake_ports = \(list(host.wakePorts.map(\.description)))") }
+            if let hostName = host.hostName { lines.append("host_name = \(quoted(hostName))") }
+            if !host.services.isEmpty {
+                let services = host.services.map { service in
+                    "{ name = \(quoted(service.name)), type = \(quoted(service.type)), port = \(service.port), txt = \(list(service.txt)) }"
+                }
+                lines.append("services = [\(services.joined(separator: ", "))]")
+            }
         }
         return lines.joined(separator: "\n") + "\n"
     }

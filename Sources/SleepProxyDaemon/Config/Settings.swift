@@ -107,6 +107,13 @@ public struct Settings: Equatable, Sendable {
     public var neverWake: [WakePolicy.HostMatch] = []
     public var extraPorts: [WakePolicy.ExtraPorts] = []
 
+    // [hosts.NAME]
+    /// Hosts that never register, in the order of the file; an interface left out is "" until
+    /// `daemonConfiguration` fills in the one served.
+    public var declaredHosts: [DeclaredHost] = []
+    /// Declared hosts at most: each is probed and filtered for on its own.
+    public static let declaredHostLimit = 256
+
     /// The default state directory when systemd gives none.
     public static let defaultStateDirectory = "/var/lib/sleepproxy"
     /// Where `sleepproxyd` reads its configuration unless `--config` says otherwise.
@@ -186,6 +193,34 @@ public struct SettingsContext: Sendable {
 }
 
 extension Settings {
+    /// The declared hosts with their interfaces: the one given, which must be served, or the only one served.
+    func declaredHostsWithInterfaces(servedOn served: [String]) throws(ConfigError) -> [DeclaredHost] {
+        var hosts: [DeclaredHost] = []
+        for var host in declaredHosts {
+            let key = "hosts.\(host.name).interface"
+            if host.interface.rawValue.isEmpty {
+                guard served.count == 1 else {
+                    throw ConfigError(
+                        key: key,
+                        "the proxy serves \(served.joined(separator: ", ")): name the interface the host is on")
+                }
+                host.interface = InterfaceName(served[0])
+            } else if !served.contains(host.interface.rawValue) {
+                throw ConfigError(
+                    key: key,
+                    "\(host.interface) is not served (interfaces: \(served.joined(separator: ", "))); the proxy takes over addresses only where the host is on-link"
+                )
+            }
+            if let other = hosts.first(where: { $0.key == host.key }) {
+                throw ConfigError(
+                    key: "hosts.\(host.name).mac",
+                    "\(host.mac) on \(host.interface) is declared already, as \(other.name)")
+            }
+            hosts.append(host)
+        }
+        return hosts
+    }
+
     /// The daemon's configuration from these settings; throws when something the file cannot check alone is
     /// wrong (no interface at all, an unknown group, numbers clients would ignore).
     public func daemonConfiguration(context: SettingsContext) throws(ConfigError) -> DaemonConfiguration {
@@ -240,6 +275,7 @@ extension Settings {
         configuration.core.maximumQuestionsPerQuery = maximumQuestionsPerQuery
         configuration.core.queryRate = Rate(perSecond: Double(queriesPerSecond), burst: Double(queryBurst))
         configuration.core.maximumPendingResponses = maximumPendingResponses
+        configuration.core.declaredHosts = try declaredHostsWithInterfaces(servedOn: served)
         return configuration
     }
 }

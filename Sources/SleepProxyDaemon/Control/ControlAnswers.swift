@@ -19,7 +19,11 @@ extension Daemon {
             return ControlResponse(status: statusReport())
         case .hosts:
             let now = now()
-            return ControlResponse(hosts: core.owners.keys.sorted().compactMap { summary(of: $0, now: now) })
+            // Held hosts, and the declared hosts that are not held (awake, probing, or asleep and not held).
+            let held = core.owners.keys.compactMap { self.summary(of: $0, now: now) }
+            let declared = core.declaredHosts.filter { !$0.isHeld }.map(summary(of:))
+            return ControlResponse(
+                hosts: (held + declared).sorted { ($0.interface, $0.ownerMAC) < ($1.interface, $1.ownerMAC) })
         case .show:
             return withHost(request) { key in
                 ControlResponse(host: detail(of: key, now: now()))
@@ -113,24 +117,48 @@ extension Daemon {
         guard let owner = core.owners[key], let state = core.state(of: key) else { return nil }
         let stateText: String
         var wakeReason: String?
+        let declaration = core.declaration(of: key)
+        // A declared host held is asleep: the states say so.
+        let asleep = declaration == nil ? "" : "asleep: "
         switch state {
-        case .takingOver: stateText = "taking-over"
-        case .held: stateText = "held"
+        case .takingOver: stateText = asleep + "taking-over"
+        case .held: stateText = asleep + "held"
         case .waking(let reason, _):
             stateText = "waking"
             wakeReason = reason
         }
         return HostSummary(
-            name: owner.firstHostName, ownerMAC: key.primaryMAC.description, wakeMAC: owner.wakeMAC.description,
-            interface: key.interface.rawValue, addresses: owner.proxiedAddresses.map(\.description),
-            services: owner.serviceInstances, state: stateText, wakeReason: wakeReason,
-            recordCount: owner.records.count, registeredAt: Self.date(owner.registeredAt),
-            leaseExpiresAt: owner.expiresAt.map(Self.date),
-            lastWake: lastWakes[key].map { event in
-                WakeReport(
-                    time: Self.date(event.time), reason: event.detail,
-                    sourceAddress: event.source?.address.description, sourcePort: event.source.map { Int($0.port) })
-            })
+            name: owner.firstHostName ?? declaration?.name, ownerMAC: key.primaryMAC.description,
+            wakeMAC: owner.wakeMAC.description, interface: key.interface.rawValue,
+            addresses: owner.proxiedAddresses.map(\.description), services: owner.serviceInstances, state: stateText,
+            wakeReason: wakeReason, recordCount: owner.records.count, registeredAt: Self.date(owner.registeredAt),
+            leaseExpiresAt: declaration == nil ? owner.expiresAt.map(Self.date) : nil, lastWake: lastWake(of: key),
+            declared: declaration?.name,
+            lastHeard: declaration == nil
+                ? nil : core.declaredHosts.first { $0.host.key == key }.map { Self.date($0.lastHeard) })
+    }
+
+    /// A declared host that is not held: `awake`, `probing`, or `asleep: not held (why)`.
+    func summary(of status: DeclaredStatus) -> HostSummary {
+        let host = status.host
+        var state = status.liveness.description
+        if status.liveness == .asleep { state += ": not held (\(status.unheld ?? "its registration holds it"))" }
+        return HostSummary(
+            name: host.hostName.map { "\($0).local" } ?? host.name, ownerMAC: host.mac.description,
+            wakeMAC: host.mac.description, interface: host.interface.rawValue,
+            addresses: status.addresses.map(\.description),
+            services: host.services.map { "\($0.name).\($0.type).local" }, state: state, wakeReason: nil,
+            recordCount: 0,
+            registeredAt: Self.date(status.lastHeard), leaseExpiresAt: nil, lastWake: lastWake(of: host.key),
+            declared: host.name, lastHeard: Self.date(status.lastHeard))
+    }
+
+    func lastWake(of key: OwnerKey) -> WakeReport? {
+        lastWakes[key].map { event in
+            WakeReport(
+                time: Self.date(event.time), reason: event.detail,
+                sourceAddress: event.source?.address.description, sourcePort: event.source.map { Int($0.port) })
+        }
     }
 
     func detail(of key: OwnerKey, now: UnixTime) -> HostDetail? {

@@ -245,15 +245,19 @@ import Testing
             page.split(separator: "\n").filter { $0.hasPrefix(".It Cm ") }.flatMap { line in
                 line.matches(of: /Cm ([a-z_]+) No =/).map { String($0.1) }
             })
+        // With a declared host, so that the keys of [hosts.NAME] count too.
+        let declared = try Self.parse(DeclaredHostConfigTests.full)
         let known = Set(
-            Self.defaults.toml().split(separator: "\n").compactMap { $0.firstMatch(of: /^([a-z_]+) =/)?.1 }.map(
-                String.init))
+            (Self.defaults.toml() + declared.toml()).split(separator: "\n").compactMap {
+                $0.firstMatch(of: /^([a-z_]+) =/)?.1
+            }.map(String.init))
         #expect(!known.isEmpty)
         #expect(known.subtracting(described).isEmpty, "keys missing from the page: \(known.subtracting(described))")
         #expect(described.subtracting(known).isEmpty, "keys the daemon does not know: \(described.subtracting(known))")
         for table in ["[advertisement]", "[limits]", "[control]", "[takeover]", "[wake]", "[wake.extra_ports]"] {
             #expect(page.contains(".Ss \(table)\n"), "\(table) has no section")
         }
+        #expect(page.contains(".Ss [hosts. Ns Ar name Ns ]\n"))
     }
 
     /// What --check-config prints reads back as the same settings.

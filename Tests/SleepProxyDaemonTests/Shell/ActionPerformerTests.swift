@@ -47,6 +47,9 @@ import Testing
         func watch(_ addresses: [IPAddress]) throws {
             journal.entries.append("\(name) watch \(addresses.map(\.description).joined(separator: ","))")
         }
+        func watchSources(_ sources: [MACAddress]) throws {
+            journal.entries.append("\(name) sources \(sources.map(\.description).joined(separator: ","))")
+        }
         func joinGroup(_ group: IPv6Address) throws { journal.entries.append("\(name) join \(group)") }
         func leaveGroup(_ group: IPv6Address) throws { journal.entries.append("\(name) leave \(group)") }
         func setNeighbour(_ address: IPAddress, mac: MACAddress) throws {

@@ -1,0 +1,441 @@
+import DNSWire
+import Frames
+public import NetworkAddresses
+
+/// A host the configuration declares (`[hosts.NAME]`): it never registers, so the proxy finds out from the wire
+/// when it sleeps (`Liveness`) and then holds it as it would hold a registered host: its addresses taken over,
+/// its declared records answered, a connection to one of its wake ports waking it.
+public struct DeclaredHost: Hashable, Sendable {
+    /// A DNS-SD service to answer for while the host sleeps, so that browsing still finds it.
+    public struct Service: Hashable, Sendable {
+        /// The instance name, one label of any characters (`iMac`, `Living Room NAS`).
+        public var name: String
+        /// The service type, `_smb._tcp` or `_ssh._tcp` (`.local` is added).
+        public var type: String
+        public var port: UInt16
+        /// TXT strings, `key=value` each; none gives the empty TXT record DNS-SD requires.
+        public var txt: [String]
+
+        public init(name: String, type: String, port: UInt16, txt: [String] = []) {
+            self.name = name
+            self.type = type
+            self.port = port
+            self.txt = txt
+        }
+    }
+
+    /// The name of its table in the configuration (`imac` for `[hosts.imac]`): how logs and events name it.
+    public var name: String
+    public var interface: InterfaceName
+    public var mac: MACAddress
+    /// Its addresses as configured.
+    public var addresses: [IPAddress]
+    /// Whether the addresses it uses are learned from its own frames, besides `addresses`.
+    public var learnsAddresses: Bool
+    /// Traffic to these ports wakes it, as to the ports of its services.
+    public var wakePorts: [WakePolicy.Port]
+    /// Its mDNS host name without `.local` (`iMac`): its address records are answered under it while it sleeps.
+    public var hostName: String?
+    public var services: [Service]
+
+    public init(
+        name: String, interface: InterfaceName, mac: MACAddress, addresses: [IPAddress] = [],
+        learnsAddresses: Bool = false, wakePorts: [WakePolicy.Port] = [], hostName: String? = nil,
+        services: [Service] = []
+    ) {
+        self.name = name
+        self.interface = interface
+        self.mac = mac
+        self.addresses = addresses
+        self.learnsAddresses = learnsAddresses
+        self.wakePorts = wakePorts
+        self.hostName = hostName
+        self.services = services
+    }
+
+    public var key: OwnerKey { OwnerKey(interface: interface, primaryMAC: mac) }
+
+    /// Why the records of this declaration cannot be built (a label too long, a type that is not `_x._tcp` or
+    /// `_x._udp`, a TXT string over 255 bytes), or nil: the configuration checks this when it reads the file.
+    public func validate() -> String? {
+        if (try? hostDomainName(name)) == nil { return "\"\(name)\" is not one DNS label of 1 to 63 bytes" }
+        if let hostName, hostName.contains(".") || (try? hostDomainName(hostName)) == nil {
+            return "host_name \"\(hostName)\" is not one DNS label of 1 to 63 bytes (no dots; .local is added)"
+        }
+        if !services.isEmpty, hostName == nil {
+            return "services need host_name: their SRV records point at the host's name"
+        }
+        for service in services {
+            if let problem = Self.problem(with: service) { return problem }
+        }
+        return nil
+    }
+
+    /// Why `service` cannot be answered for, or nil.
+    public static func problem(with service: Service) -> String? {
+        let labels = service.type.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard labels.count == 2, labels[0].hasPrefix("_"), (2...16).contains(labels[0].utf8.count),
+            labels[1] == "_tcp" || labels[1] == "_udp"
+        else {
+            return "service type \"\(service.type)\" is not _name._tcp or _name._udp (1 to 15 characters after _)"
+        }
+        guard (1...63).contains(service.name.utf8.count) else {
+            return "service name \"\(service.name)\" is not 1 to 63 bytes"
+        }
+        guard service.port > 0 else { return "service \"\(service.name)\": port 0" }
+        guard (try? TXTData(service.txt.isEmpty ? [""] : service.txt)) != nil else {
+            return "service \"\(service.name)\": a TXT string is longer than 255 bytes"
+        }
+        return nil
+    }
+
+    func hostDomainName(_ label: String) throws(DNSWireError) -> DNSName {
+        try DNSName(labels: [label, "local"])
+    }
+
+    /// The records held for it while it sleeps with `addresses` taken over: the reverse mapping of each address
+    /// (what the take-over follows, as for a registered host), its address records when its host name is known,
+    /// and its services.
+    func records(addresses: [IPAddress]) -> [DNSRecord] {
+        // The configuration checked both names: a label of 1 to 63 bytes.
+        guard let host = try? hostDomainName(hostName ?? name) else { return [] }
+        var records = addresses.map { address in
+            DNSRecord(
+                name: ReverseMapping.name(of: address), ttl: ServiceRecords.hostNameTTL, cacheFlush: true,
+                rdata: .ptr(host))
+        }
+        guard hostName != nil else { return records }
+        records += ServiceRecords.addresses(of: host, addresses)
+        for service in services {
+            guard let type = try? DNSName(labels: service.type.split(separator: ".").map(String.init) + ["local"]),
+                let instance = try? DNSName(
+                    labels: [service.name] + type.labels.map { String(decoding: $0, as: UTF8.self) }),
+                let txt = try? TXTData(service.txt.isEmpty ? [""] : service.txt)
+            else { continue }
+            records += ServiceRecords.service(
+                instance: instance, type: type, port: service.port, target: host, txt: txt)
+        }
+        return records
+    }
+}
+
+/// What the proxy knows of one declared host between its sleeps.
+struct DeclaredWatch: Hashable, Sendable {
+    /// Addresses learned from its frames, at most this many (the most recently heard kept).
+    static let learnedLimit = 8
+
+    var host: DeclaredHost
+    var liveness: Liveness
+    /// Learned addresses, the most recently heard last.
+    var learned: [IPAddress] = []
+    /// Why the host, found asleep, is not held (its own registration holds it, no address to take over).
+    var unheld: String?
+
+    /// Its addresses: the configured ones, then the learned ones.
+    var addresses: [IPAddress] {
+        host.addresses + learned.filter { !host.addresses.contains($0) }
+    }
+
+    /// Notes that the host used `address`.
+    mutating func learn(_ address: IPAddress) {
+        guard !host.addresses.contains(address) else { return }
+        if let index = learned.firstIndex(of: address) {
+            guard index != learned.count - 1 else { return }
+            learned.remove(at: index)
+        } else if learned.count >= Self.learnedLimit {
+            learned.removeFirst()
+        }
+        learned.append(address)
+    }
+}
+
+/// A declared host as the administrator sees it.
+public struct DeclaredStatus: Hashable, Sendable {
+    public var host: DeclaredHost
+    public var liveness: Liveness.State
+    public var lastHeard: UnixTime
+    /// Configured and learned addresses.
+    public var addresses: [IPAddress]
+    /// Whether the proxy holds it (asleep, taken over), as `owners` lists it.
+    public var isHeld: Bool
+    /// Why it is asleep and not held, if so.
+    public var unheld: String?
+}
+
+/// Declared hosts: watching them, taking them over when they fall silent, letting go when they speak. Nothing of
+/// them is stored: the configuration brings them back at start, counted awake, and a sleeping one is found asleep
+/// again within a minute.
+extension SleepProxyCore {
+    // MARK: Watching
+
+    /// Brings the watched hosts in line with the configuration: new ones are watched from `now` (counted awake),
+    /// changed ones start again (let go of first, if held), removed ones are let go of.
+    mutating func syncDeclared(now: UnixTime) -> [Action] {
+        var actions: [Action] = []
+        var wanted: [OwnerKey: DeclaredHost] = [:]
+        for host in configuration.declaredHosts where wanted[host.key] == nil { wanted[host.key] = host }
+        let before = declaredSources
+        for key in declared.keys.sorted() where wanted[key] == nil {
+            actions += letGoOfDeclared(key, why: "it is no longer declared in the configuration", now: now)
+            declared[key] = nil
+            actions.append(.log(.info, "stopped watching \(key)"))
+        }
+        for (key, host) in wanted.sorted(by: { $0.key < $1.key }) {
+            if let watch = declared[key] {
+                guard watch.host != host else { continue }
+                actions += letGoOfDeclared(key, why: "its declaration changed", now: now)
+                var renewed = DeclaredWatch(host: host, liveness: Liveness(now: now))
+                if host.learnsAddresses { renewed.learned = watch.learned }
+                declared[key] = renewed
+                actions.append(.log(.info, "declared host \(host.name) (\(key)) changed; watching it afresh"))
+            } else {
+                declared[key] = DeclaredWatch(host: host, liveness: Liveness(now: now))
+                actions.append(
+                    .log(
+                        .info,
+                        "watching declared host \(host.name) (\(key)): probed when silent for \(Liveness.Timing().quiet.components.seconds) s, taken over when it answers none"
+                    ))
+            }
+        }
+        // Every interface, changed or not: one served since the last time needs its list too (the shell keeps its
+        // filter when the list is the same).
+        let after = declaredSources
+        for interface in Set(before.keys).union(after.keys).sorted() {
+            actions.append(.watchSources(interface, after[interface] ?? []))
+        }
+        return actions
+    }
+
+    /// The MACs of declared hosts per interface: the capture must see their frames.
+    var declaredSources: [InterfaceName: [MACAddress]] {
+        var sources: [InterfaceName: [MACAddress]] = [:]
+        for key in declared.keys.sorted() { sources[key.interface, default: []].append(key.primaryMAC) }
+        return sources
+    }
+
+    /// Lets go of a declared host the proxy holds, with goodbyes: its records are no longer to be answered.
+    private mutating func letGoOfDeclared(_ key: OwnerKey, why: String, now: UnixTime) -> [Action] {
+        guard hosts[key]?.declared == true else { return [] }
+        return drop(key, reason: DropReason(kind: .released, detail: why, goodbyes: true, level: .notice), now: now)
+    }
+
+    /// The next time a declared host is to be probed or found asleep.
+    var declaredDeadline: UnixTime? {
+        var earliest: UnixTime?
+        for watch in declared.values {
+            if let due = watch.liveness.deadline, earliest.map({ due < $0 }) ?? true { earliest = due }
+        }
+        return earliest
+    }
+
+    // MARK: Hearing
+
+    /// A frame from `mac` on `interface`, using `addresses` as its own: a declared host is heard from. Asleep and
+    /// held, it is back: the proxy lets go at once, silently, and hands its claimed addresses back to it.
+    mutating func hearDeclared(
+        _ mac: MACAddress, on interface: InterfaceName, using addresses: [IPAddress], what: @autoclosure () -> String,
+        now: UnixTime
+    ) -> [Action] {
+        guard !declared.isEmpty else { return [] }
+        let key = OwnerKey(interface: interface, primaryMAC: mac)
+        guard var watch = declared[key] else { return [] }
+        if watch.host.learnsAddresses, let link = links[interface] {
+            for address in addresses where link.isOnLink(address) && !address.isUnspecifiedOrMulticast {
+                watch.learn(address)
+            }
+        }
+        let change = watch.liveness.heard(at: now)
+        if change == .back { watch.unheld = nil }
+        declared[key] = watch
+        switch change {
+        case nil:
+            return []
+        case .answered(let probes):
+            return [.log(.debug, "declared host \(watch.host.name) (\(key)) is awake: heard after \(probes) probes")]
+        case .back:
+            guard let host = hosts[key], host.declared else {
+                return [.log(.info, "declared host \(watch.host.name) (\(key)) is awake again: \(what())")]
+            }
+            let claimed = host.takeovers.filter { $0.value.isClaimed || $0.value.answers }.keys.sorted()
+            return drop(
+                key, reason: .released("declared host \(watch.host.name) is back: \(what()) from its MAC"), now: now)
+                + handBack(claimed, to: mac, on: interface)
+        }
+    }
+
+    /// After a declared host is back: one gratuitous ARP or unsolicited NA for each address the proxy claimed,
+    /// carrying the host's own MAC, so that the neighbours that were sent to the proxy go back to the host at once.
+    /// A Mac announces itself as it wakes; a PC or a NAS waking from sleep often does not (PROTOCOL.md section 3.2,
+    /// the optional improvement over Apple's proxy; one only, as repeats make some stacks see a conflict).
+    func handBack(_ addresses: [IPAddress], to mac: MACAddress, on interface: InterfaceName) -> [Action] {
+        guard let link = links[interface] else { return [] }
+        return addresses.map { address in
+            switch address {
+            case .v4(let v4):
+                .injectFrame(
+                    interface, EthernetFrame.arpAnnouncement(of: v4, source: link.macAddress, owner: mac).serialized())
+            case .v6(let v6):
+                .injectFrame(
+                    interface,
+                    EthernetFrame.neighborAdvertisement(
+                        for: v6, flags: .override, targetLinkLayerAddress: mac, sourceAddress: v6,
+                        source: link.macAddress
+                    ).serialized())
+            }
+        }
+    }
+
+    // MARK: Probing
+
+    /// Probes the declared hosts that have been silent, and takes over those that answered none.
+    mutating func advanceDeclared(now: UnixTime) -> [Action] {
+        guard let due = declaredDeadline, due <= now else { return [] }
+        var actions: [Action] = []
+        for key in declared.keys.sorted() {
+            guard var watch = declared[key], let deadline = watch.liveness.deadline, deadline <= now else { continue }
+            let step = watch.liveness.advance(to: now)
+            declared[key] = watch
+            switch step {
+            case .probe(let attempt):
+                actions += probeDeclared(watch, attempt: attempt)
+            case .fellAsleep(let probes):
+                actions += takeOverDeclared(key, probes: probes, now: now)
+            case nil:
+                break
+            }
+        }
+        return actions
+    }
+
+    /// "Is the host there?": the take-over's own probe (an ARP probe, or a duplicate-address NS) for one of its
+    /// addresses, unicast to its MAC, IPv4 addresses first and in turn. Nothing goes out for a host with no
+    /// address known yet or on an interface not served; it is found asleep all the same.
+    private func probeDeclared(_ watch: DeclaredWatch, attempt: Int) -> [Action] {
+        let key = watch.host.key
+        let addresses = watch.addresses.sorted { $0.isV4 && !$1.isV4 }
+        guard let link = links[key.interface], !addresses.isEmpty else { return [] }
+        let address = addresses[(attempt - 1) % addresses.count]
+        return [.injectFrame(key.interface, Self.probe(address, to: watch.host.mac, link: link))]
+    }
+
+    /// Holds a declared host that answered none of its probes: its records built from its declaration, its
+    /// addresses taken over after the take-over's own three probes, exactly as for a host that registered.
+    private mutating func takeOverDeclared(_ key: OwnerKey, probes: Int, now: UnixTime) -> [Action] {
+        guard var watch = declared[key] else { return [] }
+        let name = watch.host.name
+        func unheld(_ why: String) -> [Action] {
+            watch.unheld = why
+            declared[key] = watch
+            return [
+                .log(
+                    .info, "declared host \(name) (\(key)) answered none of \(probes) probes: asleep; not held: \(why)")
+            ]
+        }
+        if let held = hosts[key] {
+            return held.declared ? [] : unheld("its own registration holds it")
+        }
+        guard let link = links[key.interface] else { return unheld("\(key.interface) is not served") }
+        var addresses: [IPAddress] = []
+        var skipped: [String] = []
+        for address in watch.addresses {
+            if !link.isOnLink(address) {
+                skipped.append("\(address) is not on \(link.name)")
+            } else if let holder = hosts.holder(of: address, on: key.interface) {
+                skipped.append("\(address) is held for \(holder.primaryMAC)")
+            } else {
+                addresses.append(address)
+            }
+        }
+        let skippedText = skipped.isEmpty ? "" : " (\(skipped.joined(separator: "; ")))"
+        guard !addresses.isEmpty else {
+            return unheld(
+                (watch.addresses.isEmpty ? "no address known yet" : "no address to take over") + skippedText)
+        }
+        let held = hosts.count(on: key.interface)
+        guard held < configuration.maximumHostsPerInterface else {
+            return unheld("\(key.interface) holds \(held) hosts, limit \(configuration.maximumHostsPerInterface)")
+        }
+        var dropped: [String] = []
+        let records = watch.host.records(addresses: addresses).filter { record in
+            guard HeldRecord.claimsUniqueName(record),
+                let holder = hosts.uniqueHolder(of: record.name, on: key.interface)
+            else { return true }
+            dropped.append("\(record.name) \(record.type) is held for \(holder.primaryMAC)")
+            return false
+        }
+        let owner = Owner(
+            key: key, wakeMAC: key.primaryMAC, sequence: 0, registeredAt: now, updatedAt: now,
+            records: records.map {
+                HeldRecord(record: $0, sequence: 0, registeredAt: now, expiresAt: Self.declaredExpiry)
+            })
+        var host = HeldHost(owner: owner)
+        host.declared = true
+        host.probes = Self.initialProbes(for: records, now: now)
+        hosts.insert(host)
+        watch.unheld = nil
+        declared[key] = watch
+        scheduleAnnouncement(of: records, on: link, now: now)
+        var detail =
+            "declared host \(name) answered none of \(probes) probes: asleep; taking over \(addresses.map(\.description).joined(separator: " ")), \(records.count) records"
+        detail += skippedText
+        if !dropped.isEmpty { detail += "; not answered: \(dropped.joined(separator: "; "))" }
+        let event = Event(time: now, kind: .asleep, interface: key.interface, owner: key.primaryMAC, detail: detail)
+        return [.store(.appendEvent(event)), .log(.info, "\(key): \(detail)")] + updateTakeovers(of: key, now: now)
+    }
+
+    /// A declared host's records never expire: it holds no lease; the proxy lets go when the host is back.
+    static let declaredExpiry = UnixTime(nanoseconds: .max / 2)
+
+    /// A registration from a declared host the proxy holds: the registration wins. The declared hold ends
+    /// without goodbyes (the registration holds the same records or better ones) and the host stays asleep.
+    mutating func yieldDeclared(_ key: OwnerKey, now: UnixTime) -> [Action] {
+        guard hosts[key]?.declared == true else { return [] }
+        var actions = stopTakeovers(of: key)
+        hosts.remove(key)
+        refreshHostDeadline()
+        declared[key]?.unheld = "its own registration holds it"
+        actions.append(.log(.info, "\(key): registered while held as a declared host; its registration holds it now"))
+        return actions
+    }
+
+    /// A held host left for another reason than being heard from (a wake it did not answer, the administrator, an
+    /// interface no longer served, a registration that ended): if it is declared and still counted asleep, it is
+    /// watched afresh, so that it is probed again and held again while it sleeps.
+    mutating func rewatchDeclared(_ key: OwnerKey, now: UnixTime) -> [Action] {
+        guard let watch = declared[key], watch.liveness.state == .asleep else { return [] }
+        declared[key] = DeclaredWatch(host: watch.host, liveness: Liveness(now: now), learned: watch.learned)
+        return [.log(.info, "declared host \(watch.host.name) (\(key)) is watched afresh")]
+    }
+
+    // MARK: Reports
+
+    /// Every declared host and where it is.
+    public var declaredHosts: [DeclaredStatus] {
+        declared.keys.sorted().compactMap { key in
+            guard let watch = declared[key] else { return nil }
+            return DeclaredStatus(
+                host: watch.host, liveness: watch.liveness.state, lastHeard: watch.liveness.lastHeard,
+                addresses: watch.addresses, isHeld: hosts[key]?.declared == true, unheld: watch.unheld)
+        }
+    }
+
+    /// The declared host a held host is held as, if it is one (not held through a registration).
+    public func declaration(of key: OwnerKey) -> DeclaredHost? {
+        guard hosts[key]?.declared == true else { return nil }
+        return declared[key]?.host
+    }
+}
+
+extension IPAddress {
+    public var isV4: Bool {
+        if case .v4 = self { true } else { false }
+    }
+
+    /// `0.0.0.0`, `::` or a multicast address: never a host's own.
+    public var isUnspecifiedOrMulticast: Bool {
+        switch self {
+        case .v4(let v4): v4.isUnspecified || v4.value >> 28 == 0xE
+        case .v6(let v6): v6.isUnspecified || v6.high >> 56 == 0xFF
+        }
+    }
+}

@@ -1,0 +1,251 @@
+import DNSWire
+import Frames
+import NetworkAddresses
+import SleepProxyCore
+import Testing
+
+/// Hosts declared in the configuration, which never register: watched on the wire, probed when silent, held when
+/// they answer no probe, let go of at their first frame.
+struct DeclaredHostTests {
+    static let mac = MACAddress(0x3C, 0x22, 0xFB, 0x10, 0x20, 0x30)
+    static let ipv4 = IPv4Address(10, 77, 0, 20)
+    static let ipv6 = IPv6Address("fd77::20")!
+    static let key = OwnerKey(interface: Harness.interface, primaryMAC: mac)
+
+    static func declaration(
+        addresses: [IPAddress] = [.v4(ipv4), .v6(ipv6)], learns: Bool = false,
+        wakePorts: [WakePolicy.Port] = [.init(.tcp, 3389)]
+    ) -> DeclaredHost {
+        DeclaredHost(
+            name: "pc", interface: Harness.interface, mac: mac, addresses: addresses, learnsAddresses: learns,
+            wakePorts: wakePorts, hostName: "Study-PC",
+            services: [DeclaredHost.Service(name: "Study PC", type: "_smb._tcp", port: 445, txt: ["model=Xserve"])])
+    }
+
+    /// A core watching the declared host from `harness.now`.
+    static func harness(_ declaration: DeclaredHost = declaration(), policy: WakePolicy = WakePolicy()) -> Harness {
+        var configuration = CoreConfiguration(wakePolicy: policy)
+        configuration.declaredHosts = [declaration]
+        var harness = Harness(configuration: configuration)
+        harness.log += harness.core.watchDeclaredHosts(now: harness.now)
+        return harness
+    }
+
+    /// An ARP request the host sends for its gateway: what a waking PC sends first.
+    static func arpFromHost(sender: IPv4Address = ipv4) -> [UInt8] {
+        EthernetFrame.arp(
+            ARPPacket(
+                operation: .request, senderHardwareAddress: mac, senderProtocolAddress: sender,
+                targetHardwareAddress: .zero, targetProtocolAddress: IPv4Address(10, 77, 0, 254)),
+            source: mac, destination: .broadcast
+        ).serialized()
+    }
+
+    static func parsed(_ frames: [[UInt8]]) -> [EthernetFrame] { frames.compactMap { try? EthernetFrame(parsing: $0) } }
+
+    /// Runs until the host is held and its address claimed; returns when the first announcement went out.
+    static func sleepAndTakeOver(_ harness: inout Harness) -> UnixTime {
+        let start = harness.now
+        for _ in 0..<60 {
+            harness.run(until: harness.now + .seconds(1))
+            if harness.log.events.contains(where: { $0.kind == .takeover }) { return harness.now }
+        }
+        Issue.record("not taken over within a minute of \(start)")
+        return harness.now
+    }
+
+    @Test func aSilentHostIsProbedWithBackOffThenHeldAndItsAddressesTakenOverWithinHalfAMinute() throws {
+        var harness = Self.harness()
+        let start = harness.now
+        // Nothing is asked while the host may just be quiet.
+        #expect(harness.run(until: start + .seconds(9)).injectedFrames.isEmpty)
+        #expect(harness.core.declaredHosts.first?.liveness == .awake)
+
+        // Then three probes, 1 s and 2 s apart, unicast to its MAC: its IPv4 address first, then IPv6, in turn.
+        var probeTimes: [Duration] = []
+        var probes: [EthernetFrame] = []
+        while harness.core.owners[Self.key] == nil, harness.now < start + .seconds(40) {
+            let frames = Self.parsed(harness.run(until: harness.now + .milliseconds(100)).injectedFrames)
+            for frame in frames {
+                probes.append(frame)
+                probeTimes.append(harness.now - start)
+            }
+        }
+        #expect(probes.count == 3, "\(probes.count) probes")
+        #expect(probes.allSatisfy { $0.header.destination == Self.mac && $0.header.source == Harness.proxyMAC })
+        #expect(probes.first?.arp?.targetProtocolAddress == Self.ipv4)
+        #expect(probes.first?.arp?.senderProtocolAddress == .any, "an ARP probe, from 0.0.0.0")
+        #expect(probes.dropFirst().first?.icmpv6?.neighborSolicitation?.target == Self.ipv6)
+        let gaps = zip(probeTimes.dropFirst(), probeTimes).map { $0 - $1 }
+        #expect(gaps.count == 2 && gaps[1] > gaps[0], "the waits grow: \(gaps)")
+
+        // Held as a declared host: an `asleep` event, and nothing for the lease store.
+        let owner = try #require(harness.core.owners[Self.key])
+        #expect(harness.core.declaration(of: Self.key)?.name == "pc")
+        #expect(harness.log.events.map(\.kind).contains(.asleep))
+        #expect(harness.log.savedOwners.isEmpty && harness.core.storedOwners.isEmpty)
+        #expect(Set(owner.proxiedAddresses) == [.v4(Self.ipv4), .v6(Self.ipv6)])
+        #expect(owner.records.contains { $0.record.type == .srv } && owner.records.contains { $0.record.type == .a })
+
+        // Its address is claimed as a registered host's is, within half a minute of its last frame.
+        let claimed = Self.sleepAndTakeOver(&harness)
+        #expect(claimed - start <= .seconds(30), "claimed \(claimed - start) after its last frame")
+        #expect(harness.log.storeChanges.allSatisfy { if case .appendEvent = $0 { true } else { false } })
+    }
+
+    @Test func aFrameFromTheHostWhileItIsProbedMeansItIsAwakeAndNothingIsHeld() {
+        var harness = Self.harness()
+        harness.run(until: harness.now + .seconds(11))
+        #expect(harness.core.declaredHosts.first?.liveness == .probing(probes: 2))
+        harness.frame(Self.arpFromHost())
+        #expect(harness.core.declaredHosts.first?.liveness == .awake)
+        // Silent again: asked again only after another quiet spell.
+        #expect(harness.run(until: harness.now + .seconds(9)).injectedFrames.isEmpty)
+        harness.run(until: harness.now + .seconds(20))
+        #expect(harness.core.owners.isEmpty == false, "silent again, it is held in the end")
+    }
+
+    @Test func aHostThatKeepsTalkingIsNeverProbedOrHeld() {
+        var harness = Self.harness()
+        for _ in 0..<12 {
+            harness.run(until: harness.now + .seconds(5))
+            harness.frame(Self.arpFromHost())
+        }
+        #expect(harness.log.injectedFrames.isEmpty)
+        #expect(harness.core.owners.isEmpty)
+    }
+
+    @Test func theFirstFrameOfAHeldHostReleasesItAtOnceAndHandsItsAddressesBack() throws {
+        var harness = Self.harness()
+        _ = Self.sleepAndTakeOver(&harness)
+        harness.run(until: harness.now + .seconds(10))
+        let actions = harness.frame(Self.arpFromHost())
+        #expect(harness.core.owners.isEmpty)
+        let released = try #require(actions.events.first { $0.kind == .released })
+        #expect(released.detail.contains("declared host pc is back: ARP request for 10.77.0.254"), "\(released.detail)")
+        #expect(!actions.storeChanges.contains { if case .removeOwner = $0 { true } else { false } })
+        #expect(actions.transmissions.isEmpty, "no goodbyes: the host is back")
+        // One gratuitous ARP and one unsolicited NA carrying the host's own MAC.
+        let handed = Self.parsed(actions.injectedFrames)
+        #expect(handed.count == 2)
+        #expect(handed.contains { $0.arp?.senderHardwareAddress == Self.mac && $0.arp?.isGratuitous == true })
+        #expect(
+            handed.contains {
+                $0.icmpv6?.neighborAdvertisement?.target == Self.ipv6
+                    && $0.icmpv6?.neighborAdvertisement?.targetLinkLayerAddress == Self.mac
+            })
+        #expect(harness.core.declaredHosts.first?.liveness == .awake)
+    }
+
+    @Test func aSYNToADeclaredPortWakesItAndToAnotherPortDoesNot() throws {
+        var harness = Self.harness()
+        _ = Self.sleepAndTakeOver(&harness)
+        let other = harness.frame(WakePolicyTests.syn(port: 8080, to: Self.ipv4))
+        #expect(other.events.isEmpty)
+        let declared = harness.frame(WakePolicyTests.syn(port: 3389, to: Self.ipv4))
+        let wake = try #require(declared.events.first { $0.kind == .wake })
+        #expect(wake.detail.contains("hosts.pc.wake_ports"), "\(wake.detail)")
+        let magic = Self.parsed(declared.injectedFrames).compactMap(\.magicPacket)
+        #expect(magic.first?.target == Self.mac)
+        // Its declared service's port wakes too.
+        var again = Self.harness()
+        _ = Self.sleepAndTakeOver(&again)
+        #expect(again.frame(WakePolicyTests.syn(port: 445, to: Self.ipv4)).events.map(\.kind) == [.wake])
+    }
+
+    @Test func theWakePolicyAppliesToDeclaredHosts() {
+        var harness = Self.harness(policy: WakePolicy(neverWake: [.mac(Self.mac)]))
+        _ = Self.sleepAndTakeOver(&harness)
+        #expect(harness.frame(WakePolicyTests.syn(port: 3389, to: Self.ipv4)).events.map(\.kind) == [.wakeIgnored])
+        var dry = Self.harness(policy: WakePolicy(dryRun: true))
+        _ = Self.sleepAndTakeOver(&dry)
+        let actions = dry.frame(WakePolicyTests.syn(port: 3389, to: Self.ipv4))
+        #expect(actions.events.map(\.kind) == [.wouldWake] && actions.injectedFrames.isEmpty)
+    }
+
+    @Test func aWakeItNeverAnswersEndsAndTheHostIsHeldAgainWhileItSleeps() {
+        var harness = Self.harness()
+        _ = Self.sleepAndTakeOver(&harness)
+        harness.frame(WakePolicyTests.syn(port: 3389, to: Self.ipv4))
+        // 15 rounds and 3 goodbyes 2 s apart, then it is let go and watched afresh.
+        harness.run(until: harness.now + .seconds(40))
+        #expect(harness.log.events.contains { $0.kind == .expired })
+        harness.run(until: harness.now + .seconds(30))
+        #expect(harness.core.owners[Self.key] != nil, "asleep still, it is held again")
+        #expect(harness.log.events.filter { $0.kind == .asleep }.count == 2)
+    }
+
+    @Test func itsRecordsAreAnsweredWhileItSleepsAndNotWhileItIsAwake() {
+        let type: DNSName = "_smb._tcp.local."
+        var harness = Self.harness()
+        let awake = harness.mdns(Query.bytes(id: 7, type, .ptr, unicast: true))
+        #expect(
+            (awake + harness.run(until: harness.now + .seconds(1))).sentMessages.isEmpty,
+            "awake: the host answers for itself")
+        _ = Self.sleepAndTakeOver(&harness)
+        let asleep = harness.mdns(Query.bytes(id: 8, type, .ptr, unicast: true))
+        let answers = (asleep + harness.run(until: harness.now + .seconds(1))).sentMessages.flatMap(\.answers)
+        #expect(answers.contains { $0.name == type && $0.rdata == .ptr("Study PC._smb._tcp.local.") }, "\(answers)")
+    }
+
+    @Test func learnedAddressesAreProbedAndTakenOverAndNothingIsAskedBeforeOneIsKnown() throws {
+        var harness = Self.harness(Self.declaration(addresses: [], learns: true))
+        harness.run(until: harness.now + .seconds(30))
+        #expect(harness.log.injectedFrames.isEmpty, "no address known: nothing to ask with")
+        #expect(harness.core.owners.isEmpty)
+        // Its ARP says which address it uses; an address off the link is not learned.
+        harness.frame(Self.arpFromHost(sender: IPv4Address(192, 0, 2, 9)))
+        harness.frame(Self.arpFromHost())
+        #expect(harness.core.declaredHosts.first?.addresses == [.v4(Self.ipv4)])
+        _ = Self.sleepAndTakeOver(&harness)
+        #expect(harness.core.owners[Self.key]?.proxiedAddresses == [.v4(Self.ipv4)])
+    }
+
+    @Test func anAddressOffTheLinkIsNeverTakenOver() {
+        var harness = Self.harness(Self.declaration(addresses: [.v4(IPv4Address(192, 0, 2, 9)), .v4(Self.ipv4)]))
+        _ = Self.sleepAndTakeOver(&harness)
+        #expect(harness.core.owners[Self.key]?.proxiedAddresses == [.v4(Self.ipv4)])
+        var offLink = Self.harness(Self.declaration(addresses: [.v4(IPv4Address(192, 0, 2, 9))]))
+        offLink.run(until: offLink.now + .seconds(60))
+        #expect(offLink.core.owners.isEmpty)
+        #expect(offLink.core.declaredHosts.first?.unheld?.contains("192.0.2.9 is not on eth0") == true)
+    }
+
+    @Test func itsRegistrationWinsAndIsStored() throws {
+        var harness = Self.harness()
+        _ = Self.sleepAndTakeOver(&harness)
+        let records = Update.host("Study-PC", ipv4: Self.ipv4)
+        let actions = harness.register(Update.bytes(records: records, owner: Update.owner(mac: Self.mac)))
+        #expect(actions.replies.count == 1)
+        #expect(harness.core.declaration(of: Self.key) == nil, "held through its registration now")
+        #expect(actions.savedOwners.first?.key == Self.key)
+        #expect(harness.core.storedOwners.map(\.key) == [Self.key])
+        // Its probes find it asleep; the registration keeps holding it.
+        harness.run(until: harness.now + .seconds(30))
+        #expect(harness.core.declaration(of: Self.key) == nil)
+        #expect(harness.core.declaredHosts.first?.unheld == "its own registration holds it")
+    }
+
+    @Test func aDeclarationRemovedOnReloadLetsGoWithGoodbyes() {
+        var harness = Self.harness()
+        _ = Self.sleepAndTakeOver(&harness)
+        harness.run(until: harness.now + .seconds(10))
+        let actions = harness.core.reconfigure(CoreConfiguration(), now: harness.now)
+        #expect(harness.core.owners.isEmpty && harness.core.declaredHosts.isEmpty)
+        #expect(actions.sentMessages.flatMap(\.answers).allSatisfy { $0.ttl == 0 } && !actions.sentMessages.isEmpty)
+        #expect(actions.contains(.watchSources(Harness.interface, [])))
+    }
+
+    @Test func theCaptureIsToldWhichMACsToWatch() {
+        let harness = Self.harness()
+        #expect(harness.log.contains(.watchSources(Harness.interface, [Self.mac])))
+    }
+
+    @Test func aClockStepMovesItsProbesWithIt() {
+        var harness = Self.harness()
+        _ = harness.core.clockStepped(by: .seconds(3_600))
+        harness.now = harness.now + .seconds(3_600)
+        #expect(harness.run(until: harness.now + .seconds(9)).injectedFrames.isEmpty)
+        #expect(harness.run(until: harness.now + .milliseconds(1_500)).injectedFrames.count == 1)
+    }
+}

@@ -1,0 +1,151 @@
+import CaptureStream
+import DNSWire
+import Foundation
+import Frames
+import NetworkAddresses
+import SleepProxyCore
+import SleepProxyDaemon
+import TestLab
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A host that never registers, declared in the config file: the proxy finds out from the wire alone that it
+/// sleeps, takes it over, wakes it for a connection to one of its ports, and lets go when it is back.
+@Suite(.requiresLab(tools: ["arping", "nc"]))
+struct DeclaredHostLabTests {
+    /// The sleeper declared with its IPv4 and ULA addresses, ssh as its wake port and one service.
+    static func config(_ lab: Lab) throws -> String {
+        let sleeper = lab.host(.sleeper)
+        let path = lab.workDirectory + "/sleepproxy.toml"
+        try """
+        [hosts.sleeper]
+        mac = "\(sleeper.macString)"
+        addresses = ["\(sleeper.ipv4)", "\(sleeper.ula)"]
+        wake_ports = ["tcp/22"]
+        host_name = "sleeper"
+        services = [{ name = "Sleeper Files", type = "_smb._tcp", port = 445 }]
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    static func startDaemon(_ lab: Lab) throws -> LabProcess {
+        try RegistrationDaemonLabTests().startDaemon(
+            lab, state: lab.workDirectory + "/state", extraArguments: ["--config", try config(lab)])
+    }
+
+    /// Prints what an administrator sees, when SLEEPPROXY_SHOW_CTL is set (the closing note's examples).
+    static func show(_ lab: Lab, _ arguments: [String], _ moment: String) async throws {
+        guard ProcessInfo.processInfo.environment["SLEEPPROXY_SHOW_CTL"] != nil else { return }
+        let output = try await OperationsLabTests().ctl(lab, arguments)
+        print("# \(moment)\n$ sleepproxyctl \(arguments.joined(separator: " "))\n\(output.stdout)\(output.stderr)")
+    }
+
+    @Test func aDeclaredSleeperIsTakenOverWokenForItsPortAndLetGoWhenBack() async throws {
+        try await Lab.withLab { lab in
+            let daemon = try Self.startDaemon(lab)
+            defer { daemon.signal(SIGTERM) }
+            let sleeper = lab.host(.sleeper)
+            let sleeperMAC = try #require(MACAddress(sleeper.macString))
+            let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
+            defer { nic.close() }
+            try nic.setFilter("ether proto 0x0842")
+
+            // Awake, it answers its probes: nothing is claimed, its service is not answered by the proxy.
+            _ = try await eventually("the first probe answered", within: .seconds(15)) {
+                daemon.stderr.contains("declared host sleeper (\(sleeperMAC)%eth0) is awake: heard after 1 probes")
+                    ? true : nil
+            }
+            let awake = try await lab.multicastQuery(from: .waker, name: "_smb._tcp.local", type: "PTR")
+            #expect(!awake.contains { $0.answers("_smb._tcp.local.", .ptr) }, "\(awake)")
+            try await Self.show(lab, ["hosts"], "awake")
+
+            // It sleeps (its addresses go, so its kernel answers nothing): taken over within half a minute.
+            let asleepAt = ContinuousClock.now
+            try lab.sleep(.sleeper)
+            _ = try await eventually("the take-over of \(sleeper.ipv4)", within: .seconds(40)) {
+                daemon.stderr.contains("took over \(sleeper.ipv4)") ? true : nil
+            }
+            let takeOver = ContinuousClock.now - asleepAt
+            print(
+                "declared_takeover_s: \(Double(takeOver.components.seconds) + Double(takeOver.components.attoseconds) / 1e18)"
+            )
+            #expect(takeOver < .seconds(30), "taken over \(takeOver) after it fell asleep")
+            #expect(daemon.stderr.contains("declared host sleeper answered none of 3 probes: asleep"))
+            try await Self.show(lab, ["hosts"], "asleep")
+
+            // Its declared service is answered while it sleeps.
+            let asleep = try await lab.multicastQuery(from: .waker, name: "_smb._tcp.local", type: "PTR")
+            #expect(asleep.contains { $0.answers("_smb._tcp.local.", .ptr) }, "\(asleep)")
+
+            // A port it did not declare wakes nothing; ssh does: the magic packet arrives at its NIC.
+            _ = try await lab.run(.waker, ["nc", "-z", "-w", "2", sleeper.ipv4, "8080"])
+            #expect(!daemon.stderr.contains("waking"), "\(daemon.stderr)")
+            let client = try lab.spawn(.waker, ["nc", "-z", "-w", "40", sleeper.ipv4, "22"])
+            let frame = try await firstElement(of: nic.frames, within: .seconds(10), "a magic packet") { _ in true }
+            #expect(try EthernetFrame(parsing: frame.bytes).magicPacket?.target == sleeperMAC)
+            _ = try await eventually("the wake's log line", within: .seconds(5)) {
+                daemon.stderr.contains("hosts.sleeper.wake_ports") ? true : nil
+            }
+            try await Self.show(lab, ["hosts"], "being woken")
+
+            // It wakes as a PC does: addresses back, ssh listening, and a first frame of its own (an ARP for its
+            // gateway); no announcement. The proxy lets go within a second and hands the address back, and the
+            // client's next retransmitted SYN reaches the host itself.
+            let server = try lab.spawn(.sleeper, ["nc", "-l", "22"])
+            defer { server.signal(SIGTERM) }
+            try lab.wake(.sleeper)
+            let backAt = ContinuousClock.now
+            _ = try lab.spawn(.sleeper, ["arping", "-c", "1", "-w", "1", "-I", "eth0", Lab.gatewayIPv4])
+            _ = try await eventually("the release", within: .seconds(5), every: .milliseconds(20)) {
+                daemon.stderr.contains("declared host sleeper is back") ? true : nil
+            }
+            let release = ContinuousClock.now - backAt
+            print(
+                "declared_release_ms: \(release.components.seconds * 1000 + release.components.attoseconds / 1_000_000_000_000_000)"
+            )
+            #expect(release < .seconds(1), "released \(release) after its first frame")
+            let status = try await eventually("the connection to the woken host", within: .seconds(30)) {
+                client.hasExited ? client.wait(timeout: .seconds(1)) : nil
+            }
+            #expect(status == 0, "nc: \(client.stderr)")
+            try await Self.show(lab, ["hosts"], "back")
+            try await Self.show(lab, ["events", "--host", sleeper.macString], "its events")
+            let events = try await OperationsLabTests().ctl(lab, ["events", "--host", sleeper.macString])
+            for kind in ["asleep", "takeover", "wake", "released"] {
+                #expect(events.stdout.contains(kind), "no \(kind) event: \(events.stdout)")
+            }
+        }
+    }
+
+    /// A declared host that stays awake is never claimed, and all it costs is one probe per quiet spell.
+    @Test func aDeclaredHostThatNeverSleepsIsNeverClaimedAndCostsOnlyItsProbes() async throws {
+        try await Lab.withLab { lab in
+            let proxyMAC = try #require(MACAddress(lab.host(.proxy).macString))
+            // Everything the proxy sends to the sleeper, and every ARP it broadcasts (an announcement would be one).
+            let sleeperMAC = lab.host(.sleeper).macString
+            let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
+            defer { nic.close() }
+            try nic.setFilter("ether src \(proxyMAC) and (ether dst \(sleeperMAC) or arp)")
+            let collector = Task {
+                var seen: [CapturedFrame] = []
+                for await frame in nic.frames { seen.append(frame) }
+                return seen
+            }
+            let daemon = try Self.startDaemon(lab)
+            defer { daemon.signal(SIGTERM) }
+            let watched = ContinuousClock.now
+            try await Task.sleep(for: .seconds(25))
+            nic.close()
+            let frames = await collector.value.compactMap { try? EthernetFrame(parsing: $0.bytes) }
+            let probes = frames.filter { $0.arp?.senderProtocolAddress == .any }
+            print("declared_idle_probes_per_minute: \(Double(probes.count) * 60 / 25)")
+            #expect(
+                probes.count >= 1 && probes.count <= 3, "\(probes.count) probes in \(ContinuousClock.now - watched)")
+            #expect(frames.count == probes.count, "only probes: \(frames)")
+            #expect(!daemon.stderr.contains("took over") && !daemon.stderr.contains("asleep"), "\(daemon.stderr)")
+        }
+    }
+}
