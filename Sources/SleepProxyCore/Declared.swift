@@ -130,6 +130,10 @@ struct DeclaredWatch: Hashable, Sendable {
     var learned: [IPAddress] = []
     /// Why the host, found asleep, is not held (its own registration holds it, no address to take over).
     var unheld: String?
+    /// When to try again to hold a host found asleep and not held: what kept it (an address held for another
+    /// host, the host limit, an interface not served) may pass while it sleeps on.
+    var retryAt: UnixTime?
+    static let retryInterval: Duration = .seconds(30)
 
     /// Its addresses: the configured ones, then the learned ones.
     var addresses: [IPAddress] {
@@ -223,7 +227,10 @@ extension SleepProxyCore {
     var declaredDeadline: UnixTime? {
         var earliest: UnixTime?
         for watch in declared.values {
-            if let due = watch.liveness.deadline, earliest.map({ due < $0 }) ?? true { earliest = due }
+            for due in [watch.liveness.deadline, watch.retryAt].compactMap(\.self)
+            where earliest.map({ due < $0 }) ?? true {
+                earliest = due
+            }
         }
         return earliest
     }
@@ -245,7 +252,10 @@ extension SleepProxyCore {
             }
         }
         let change = watch.liveness.heard(at: now)
-        if change == .back { watch.unheld = nil }
+        if change == .back {
+            watch.unheld = nil
+            watch.retryAt = nil
+        }
         declared[key] = watch
         switch change {
         case nil:
@@ -292,7 +302,12 @@ extension SleepProxyCore {
         guard let due = declaredDeadline, due <= now else { return [] }
         var actions: [Action] = []
         for key in declared.keys.sorted() {
-            guard var watch = declared[key], let deadline = watch.liveness.deadline, deadline <= now else { continue }
+            guard var watch = declared[key] else { continue }
+            if let retry = watch.retryAt, retry <= now, watch.liveness.state == .asleep {
+                actions += takeOverDeclared(key, probes: 0, now: now)
+                continue
+            }
+            guard let deadline = watch.liveness.deadline, deadline <= now else { continue }
             let step = watch.liveness.advance(to: now)
             declared[key] = watch
             switch step {
@@ -324,12 +339,13 @@ extension SleepProxyCore {
         guard var watch = declared[key] else { return [] }
         let name = watch.host.name
         func unheld(_ why: String) -> [Action] {
+            let changed = watch.unheld != why
             watch.unheld = why
+            watch.retryAt = now + DeclaredWatch.retryInterval
             declared[key] = watch
-            return [
-                .log(
-                    .info, "declared host \(name) (\(key)) answered none of \(probes) probes: asleep; not held: \(why)")
-            ]
+            guard changed else { return [] }
+            let found = probes > 0 ? "answered none of \(probes) probes: asleep; " : "asleep; "
+            return [.log(.info, "declared host \(name) (\(key)) \(found)not held: \(why)")]
         }
         if let held = hosts[key] {
             return held.declared ? [] : unheld("its own registration holds it")
@@ -372,11 +388,12 @@ extension SleepProxyCore {
         host.declared = true
         host.probes = Self.initialProbes(for: records, now: now)
         hosts.insert(host)
+        watch.retryAt = nil
         watch.unheld = nil
         declared[key] = watch
         scheduleAnnouncement(of: records, on: link, now: now)
         var detail =
-            "declared host \(name) answered none of \(probes) probes: asleep; taking over \(addresses.map(\.description).joined(separator: " ")), \(records.count) records"
+            "declared host \(name) \(probes > 0 ? "answered none of \(probes) probes: asleep" : "asleep still, and nothing keeps it now"); taking over \(addresses.map(\.description).joined(separator: " ")), \(records.count) records"
         detail += skippedText
         if !dropped.isEmpty { detail += "; not answered: \(dropped.joined(separator: "; "))" }
         let event = Event(time: now, kind: .asleep, interface: key.interface, owner: key.primaryMAC, detail: detail)

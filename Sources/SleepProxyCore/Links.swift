@@ -9,6 +9,12 @@ extension SleepProxyCore {
         guard let link = links[interface] else { return actions }
         for key in hosts.keys.sorted() where key.interface == interface {
             guard let host = hosts[key] else { continue }
+            // A declared host has no other proxy to find: it is let go without a wake.
+            guard !host.declared else {
+                actions += drop(
+                    key, reason: .unserved("\(interface) is no longer served: \(reason)"), now: now)
+                continue
+            }
             let event = Event(
                 time: now, kind: .wake, interface: interface, owner: key.primaryMAC, detail: reason)
             actions += [.store(.appendEvent(event)), .log(.notice, "waking \(key): \(reason)")]

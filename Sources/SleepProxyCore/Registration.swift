@@ -235,7 +235,8 @@ extension SleepProxyCore {
         // A declared host the proxy holds is not this registration's: the registration wins (`yieldDeclared`).
         let existing = hosts[key].flatMap { $0.declared ? nil : $0 }
         if existing == nil {
-            let held = hosts.count(on: datagram.interface)
+            // A declared hold of this host is replaced, not added to.
+            let held = hosts.count(on: datagram.interface) - (hosts[key] == nil ? 0 : 1)
             let limit = configuration.maximumHostsPerInterface
             guard held < limit else {
                 return .failure(
@@ -285,7 +286,7 @@ extension SleepProxyCore {
             records.append(HeldRecord(record: record, sequence: sequence, registeredAt: now, expiresAt: expiry))
         }
 
-        let othersHold = hosts.recordCount - (existing?.owner.records.count ?? 0)
+        let othersHold = hosts.recordCount - (hosts[key]?.owner.records.count ?? 0)
         let perOwner = configuration.maximumRecordsPerOwner
         let total = configuration.maximumRecordsTotal
         let limits = [

@@ -496,8 +496,10 @@ extension SleepProxyCore {
                 return drop(key, reason: .unanswered(detail), now: now)
             case .records(let identities):
                 hosts.update(key) { $0.state = .proxying }
+                // Read before the records go: dropping them all drops the host, and a declared one is not stored.
+                let stored = !host.declared
                 return dropRecords(identities, of: key, reason: .unanswered(detail), now: now)
-                    + storedWakeChange(of: key)
+                    + (stored ? [.store(.saveWake(key, nil))] : [])
             }
         }
         wake.next = now + WakeTiming.interval

@@ -217,8 +217,17 @@ public final class Daemon: @unchecked Sendable {
         if actions.contains(where: { if case .store(.saveOwner) = $0 { true } else { false } }) {
             for case .store(.saveOwner(let owner)) in actions { remember(owner) }
             reportStatus()
-        } else if actions.contains(where: { if case .store(.removeOwner) = $0 { true } else { false } }) {
+        } else if actions.contains(where: Self.changesWhatIsHeld) {
             reportStatus()
+        }
+    }
+
+    /// A host let go, or a declared host taken over or let go (which the store never hears of).
+    static func changesWhatIsHeld(_ action: Action) -> Bool {
+        switch action {
+        case .store(.removeOwner): true
+        case .store(.appendEvent(let event)): event.kind == .asleep || event.kind == .released
+        default: false
         }
     }
 

@@ -31,7 +31,7 @@ extension SleepProxyCtl {
 
     struct Hosts: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List the held hosts: addresses, services, state, lease and last wake.",
+            abstract: "List the held and declared hosts: addresses, services, state, lease and last wake.",
             discussion: """
                 STATE is taking-over (checking the host is gone before answering for its addresses), held, or \
                 waking with the reason. LEASE is when the registration runs out unless renewed.

@@ -226,6 +226,41 @@ struct DeclaredHostTests {
         #expect(harness.core.declaredHosts.first?.unheld == "its own registration holds it")
     }
 
+    @Test func aHostKeptFromBeingHeldIsHeldOnceWhatKeptItPasses() throws {
+        var harness = Self.harness(Self.declaration(addresses: [.v4(Self.ipv4)]))
+        // Another machine's registration (a stale one, say) holds the address the PC uses.
+        harness.register(Update.bytes(records: Update.host("old", ipv4: Self.ipv4)))
+        harness.run(until: harness.now + .seconds(25))
+        #expect(harness.core.declaration(of: Self.key) == nil)
+        let why = try #require(harness.core.declaredHosts.first?.unheld)
+        #expect(why.contains("10.77.0.20 is held for \(Update.mac)"), "\(why)")
+        _ = harness.core.forget(
+            OwnerKey(interface: Harness.interface, primaryMAC: Update.mac), now: harness.now, reason: "test")
+        harness.run(until: harness.now + .seconds(31))
+        #expect(harness.core.declaration(of: Self.key) != nil, "held once the address is free, without a frame from it")
+    }
+
+    @Test func aRegistrationReplacingADeclaredHoldIsNotRefusedForTheHostLimit() {
+        var configuration = CoreConfiguration()
+        configuration.maximumHostsPerInterface = 1
+        configuration.declaredHosts = [Self.declaration()]
+        var harness = Harness(configuration: configuration)
+        harness.log += harness.core.watchDeclaredHosts(now: harness.now)
+        _ = Self.sleepAndTakeOver(&harness)
+        let actions = harness.register(
+            Update.bytes(records: Update.host("Study-PC", ipv4: Self.ipv4), owner: Update.owner(mac: Self.mac)))
+        #expect(actions.replies.count == 1, "\(actions.events.map(\.detail))")
+    }
+
+    @Test func anInterfaceNoLongerServedLetsGoOfItWithoutWakingIt() {
+        var harness = Self.harness()
+        _ = Self.sleepAndTakeOver(&harness)
+        let actions = harness.core.removeLink(Harness.interface, now: harness.now, reason: "removed")
+        #expect(harness.core.owners.isEmpty)
+        #expect(Self.parsed(actions.injectedFrames).allSatisfy { $0.magicPacket == nil })
+        #expect(!actions.events.contains { $0.kind == .wake })
+    }
+
     @Test func aDeclarationRemovedOnReloadLetsGoWithGoodbyes() {
         var harness = Self.harness()
         _ = Self.sleepAndTakeOver(&harness)

@@ -254,7 +254,11 @@ enum Schema {
         host.hostName = try at(
             "host_name",
             { value throws(Problem) in
-                try string(value, "the host's mDNS name without .local, such as \"iMac\"")
+                let text = try string(value, "the host's mDNS name without .local, such as \"iMac\"")
+                if let problem = DeclaredHost(name: name, interface: "", mac: mac, hostName: text).validate() {
+                    throw Problem(problem)
+                }
+                return text
             })
         host.services = try at("services", declaredServices) ?? []
         if let problem = host.validate() { throw Problem(problem) }

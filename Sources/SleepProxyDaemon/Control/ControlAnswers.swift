@@ -21,7 +21,8 @@ extension Daemon {
             let now = now()
             // Held hosts, and the declared hosts that are not held (awake, probing, or asleep and not held).
             let held = core.owners.keys.compactMap { self.summary(of: $0, now: now) }
-            let declared = core.declaredHosts.filter { !$0.isHeld }.map(summary(of:))
+            // One line per host: a declared host held through its own registration is listed as held.
+            let declared = core.declaredHosts.filter { core.owners[$0.host.key] == nil }.map(summary(of:))
             return ControlResponse(
                 hosts: (held + declared).sorted { ($0.interface, $0.ownerMAC) < ($1.interface, $1.ownerMAC) })
         case .show:
@@ -91,7 +92,10 @@ extension Daemon {
                     }
             }.map(\.key)
         } else if let match = WakePolicy.HostMatch.name(text) {
-            matches = owners.values.filter { match.matches($0) }.map(\.key)
+            // A host name, or the table name of a declared host held now.
+            matches = owners.values.filter { owner in
+                match.matches(owner) || self.core.declaration(of: owner.key)?.name.lowercased() == text.lowercased()
+            }.map(\.key)
         } else {
             matches = []
         }
@@ -226,6 +230,9 @@ extension Daemon {
                 owner = mac.description
             } else if case .success(let key) = resolve(host) {
                 owner = key.primaryMAC.description
+            } else if let declared = core.declaredHosts.first(where: { $0.host.name.lowercased() == host.lowercased() })
+            {
+                owner = declared.host.mac.description
             } else if let match = WakePolicy.HostMatch.name(host),
                 let known = knownNames.first(where: { WakePolicy.HostMatch.name($0.value) == match })
             {

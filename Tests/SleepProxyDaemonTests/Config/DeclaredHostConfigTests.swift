@@ -76,7 +76,10 @@ import Testing
             "[hosts.pc]\nmac = \"3c:22:fb:10:20:30\"\nhostname = \"pc\"", 3, "hosts.pc.hostname",
             "did you mean host_name?"
         ),
-        ("[hosts.pc]\nmac = \"3c:22:fb:10:20:30\"\nhost_name = \"pc.local\"", 1, "hosts.pc", "not one DNS label"),
+        (
+            "[hosts.pc]\nmac = \"3c:22:fb:10:20:30\"\nhost_name = \"pc.local\"", 3, "hosts.pc.host_name",
+            "not one DNS label"
+        ),
         (
             "[hosts.pc]\nmac = \"3c:22:fb:10:20:30\"\nservices = [{ name = \"PC\", type = \"_smb._tcp\", port = 445 }]",
             1, "hosts.pc", "services need host_name"

@@ -113,7 +113,7 @@ struct DeclaredHostLabTests {
             #expect(status == 0, "nc: \(client.stderr)")
             try await Self.show(lab, ["hosts"], "back")
             try await Self.show(lab, ["events", "--host", sleeper.macString], "its events")
-            let events = try await OperationsLabTests().ctl(lab, ["events", "--host", sleeper.macString])
+            let events = try await OperationsLabTests().ctl(lab, ["events", "--host", "sleeper"])
             for kind in ["asleep", "takeover", "wake", "released"] {
                 #expect(events.stdout.contains(kind), "no \(kind) event: \(events.stdout)")
             }
