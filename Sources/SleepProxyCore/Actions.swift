@@ -72,4 +72,8 @@ public enum Action: Hashable, Sendable {
     /// The declared hosts on an interface changed: the capture must also see every frame from these MACs (all of
     /// them now), to know when each is awake.
     case watchSources(InterfaceName, [MACAddress])
+    /// A wake started: the magic packets of its first round are the actions just before this one. Nothing goes on
+    /// the wire; the shell counts the wake under its trigger and measures how long after the input that caused it
+    /// (the captured frame, the mDNS packet, the request) the magic packets went out.
+    case wakeStarted(InterfaceName, WakeTrigger)
 }

@@ -30,10 +30,12 @@ extension SleepProxyCore {
         actions += checkAdvertisementConflict(message, packet, now: now)
         actions += checkHeldConflicts(message, packet, now: now)
         if !message.flags.isResponse, message.flags.opcode == .query, !message.questions.isEmpty {
+            statistics.queriesReceived += 1
             let mac = foreignMAC(of: packet)
             if admitQuery(from: packet.source.address, mac: mac, now: now) {
                 actions += answer(message, packet, link: link, now: now)
             } else {
+                statistics.queriesRateLimited += 1
                 let rate = configuration.queryRate
                 let perMAC = Int(configuration.queryRatePerMAC.perSecond)
                 let sender = packet.sourceMAC.map { " (from \($0))" } ?? ""
@@ -139,6 +141,7 @@ extension SleepProxyCore {
             bytes[0] = UInt8(message.id >> 8)
             bytes[1] = UInt8(truncatingIfNeeded: message.id)
             actions.append(.sendMDNS(unicastReply(bytes, to: packet)))
+            statistics.answersUnicast += 1
             unicast = []
         }
         if !unicast.isEmpty {
@@ -177,6 +180,7 @@ extension SleepProxyCore {
             for bytes in messages {
                 actions.append(.sendMDNS(unicastReply(bytes, to: packet)))
             }
+            statistics.answersUnicast += messages.count
         }
         if !multicast.isEmpty, schedule.pendingCount >= configuration.maximumPendingResponses {
             let waiting = schedule.pendingCount

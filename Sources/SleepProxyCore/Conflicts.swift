@@ -107,7 +107,9 @@ extension SleepProxyCore {
                     "persistent conflict: \(reason); \(configuration.wakePolicy.dryRun ? "would wake (wake.dry_run)" : "waking") the owner for that record"
             )
             return [.store(.appendEvent(event)), .log(.warning, "\(key): \(event.detail)")]
-                + startWake(key, now: now, reason: reason, source: packet.source, scope: .records([identity]))
+                + startWake(
+                    key, now: now, reason: reason, trigger: .nameConflict, source: packet.source,
+                    scope: .records([identity]))
         }
         // A settled record goes back to silent probing, then is announced four times.
         let probe = RecordProbe(started: now, announcements: 4, afterConflict: true)

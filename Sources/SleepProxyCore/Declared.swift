@@ -220,7 +220,10 @@ extension SleepProxyCore {
     /// Lets go of a declared host the proxy holds, with goodbyes: its records are no longer to be answered.
     private mutating func letGoOfDeclared(_ key: OwnerKey, why: String, now: UnixTime) -> [Action] {
         guard hosts[key]?.declared == true else { return [] }
-        return drop(key, reason: DropReason(kind: .released, detail: why, goodbyes: true, level: .notice), now: now)
+        return drop(
+            key,
+            reason: DropReason(kind: .released, release: .undeclared, detail: why, goodbyes: true, level: .notice),
+            now: now)
     }
 
     /// The next time a declared host is to be probed or found asleep.

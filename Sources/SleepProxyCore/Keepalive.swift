@@ -199,7 +199,7 @@ extension SleepProxyCore {
             let what = flags.contains(.rst) ? "RST" : "FIN"
             return trafficWake(
                 key, reason: "TCP \(what) from \(peer) on the kept-alive connection to \(connection.local)",
-                source: peer, now: now)
+                trigger: flags.contains(.rst) ? .keepaliveRST : .keepaliveFIN, source: peer, now: now)
         }
         let hasData = !tcp.payload.isEmpty
         // Compared as Apple does: host-order differences read as signed 32-bit numbers.
@@ -210,7 +210,7 @@ extension SleepProxyCore {
                 key,
                 reason:
                     "TCP data (\(tcp.payload.count) bytes) from \(peer) on the kept-alive connection to \(connection.local)",
-                source: peer, now: now)
+                trigger: .keepaliveData, source: peer, now: now)
         }
         if flags.contains(.ack), !hasData, connection.acknowledgment &- tcp.sequenceNumber == 1 {
             state.probesAnswered += 1

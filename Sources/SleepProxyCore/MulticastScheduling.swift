@@ -110,6 +110,7 @@ extension SleepProxyCore {
                     .sendMDNS(
                         MDNSTransmission(interface: response.interface, bytes: bytes, destination: response.group)))
             }
+            if !response.isAnnouncement { statistics.answersMulticast += messages.count }
         }
         schedule.pruneMulticastTimes(recordCount: hosts.recordCount, now: now)
         return actions

@@ -143,8 +143,10 @@ extension SleepProxyCore {
         }
         switch result {
         case .success(let accepted):
+            statistics.registrationsAccepted += 1
             actions += accepted
         case .failure(let refusal):
+            statistics.registrationsRefused[refusal.reason, default: 0] += 1
             let event = Event(
                 time: now, kind: .refused, interface: datagram.interface, owner: refusal.owner,
                 source: datagram.source, reason: refusal.reason, detail: refusal.detail)

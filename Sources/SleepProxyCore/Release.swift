@@ -6,6 +6,8 @@ import NetworkAddresses
 /// answered (its goodbyes went out already) or at the end of a lease that is not to wake it.
 struct DropReason: Sendable {
     var kind: Event.Kind
+    /// What the release counter calls it.
+    var release: ReleaseReason
     var detail: String
     /// Multicast goodbyes (TTL 0) for the records, so that caches drop them at once.
     var goodbyes: Bool
@@ -13,22 +15,23 @@ struct DropReason: Sendable {
 
     /// The host is back and answers for itself: no goodbyes, no wake.
     static func released(_ detail: String) -> DropReason {
-        DropReason(kind: .released, detail: detail, goodbyes: false, level: .info)
+        DropReason(kind: .released, release: .returned, detail: detail, goodbyes: false, level: .info)
     }
 
     /// The administrator asked.
     static func forgotten(_ detail: String) -> DropReason {
-        DropReason(kind: .released, detail: "forgotten: \(detail)", goodbyes: true, level: .notice)
+        DropReason(
+            kind: .released, release: .forgotten, detail: "forgotten: \(detail)", goodbyes: true, level: .notice)
     }
 
     /// The interface it registered on is no longer served: it was woken, to find another proxy.
     static func unserved(_ detail: String) -> DropReason {
-        DropReason(kind: .released, detail: detail, goodbyes: true, level: .notice)
+        DropReason(kind: .released, release: .unserved, detail: detail, goodbyes: true, level: .notice)
     }
 
     /// A wake went unanswered; its goodbyes went out already.
     static func unanswered(_ detail: String) -> DropReason {
-        DropReason(kind: .expired, detail: detail, goodbyes: false, level: .warning)
+        DropReason(kind: .expired, release: .unanswered, detail: detail, goodbyes: false, level: .warning)
     }
 }
 
@@ -161,6 +164,7 @@ extension SleepProxyCore {
         guard hosts[key] != nil else { return [] }
         var actions = stopTakeovers(of: key)
         guard let host = hosts.remove(key) else { return actions }
+        statistics.releases[reason.release, default: 0] += 1
         if reason.goodbyes {
             actions = goodbyes(for: host.owner.records.map(\.record), interface: key.interface) + actions
         }
@@ -210,6 +214,7 @@ extension SleepProxyCore {
         let policy = configuration.wakePolicy
         for key in expired.sorted() {
             guard let host = hosts[key] else { continue }
+            statistics.leaseExpiries += 1
             let count = host.owner.records.count
             if !host.isWakingWhole, policy.neverWakes(host.owner) {
                 let name = Self.displayName(of: host.owner)
@@ -233,7 +238,7 @@ extension SleepProxyCore {
                 time: now, kind: .expired, interface: key.interface, owner: key.primaryMAC,
                 detail: "lease ended; waking the host so that it registers again")
             actions += [.store(.appendEvent(event)), .log(.notice, "expired \(key): \(event.detail)")]
-            actions += startWake(key, now: now, reason: "lease expired", limited: false)
+            actions += startWake(key, now: now, reason: "lease expired", trigger: .leaseEnd, limited: false)
         }
         return actions
     }

@@ -28,6 +28,8 @@ public struct SleepProxyCore: Sendable {
     var random: CoreRandom
     /// Hosts declared in the configuration, watched to know when each sleeps (`Declared.swift`).
     var declared: [OwnerKey: DeclaredWatch] = [:]
+    /// What it has done so far, counted for the daemon's metrics.
+    public internal(set) var statistics = CoreStatistics()
 
     /// `seed` makes the random answer delays repeatable; the shell passes a random one.
     public init(configuration: CoreConfiguration = CoreConfiguration(), seed: UInt64 = 0x5EED) {

@@ -405,7 +405,8 @@ extension SleepProxyCore {
         }
         guard takeover.restarts < TakeoverTiming.maximumRestarts else { return [] }
         restartProbing(key, address, now: now)
-        return startWake(key, now: now, reason: "address conflict: \(what) from \(mac) uses \(address)")
+        return startWake(
+            key, now: now, reason: "address conflict: \(what) from \(mac) uses \(address)", trigger: .addressConflict)
     }
 
     mutating func setNeighbour(

@@ -93,7 +93,7 @@ extension DropReason {
     /// The lease ended and the wake policy kept the host from being woken (`wake.never_wake`, `wake.dry_run`):
     /// the records go at once, with goodbyes, as they would after the unanswered wake.
     static func expiredUnwoken(_ detail: String) -> DropReason {
-        DropReason(kind: .expired, detail: detail, goodbyes: true, level: .notice)
+        DropReason(kind: .expired, release: .expired, detail: detail, goodbyes: true, level: .notice)
     }
 }
 
@@ -156,7 +156,7 @@ struct WakePolicyMemory: Hashable, Sendable {
 /// A packet's verdict under the protocol's rules (and the policy's extra ports): what would wake its host, or why
 /// nothing would.
 private enum TriggerVerdict {
-    case wake(reason: String, source: Endpoint)
+    case wake(reason: String, trigger: WakeTrigger, source: Endpoint)
     case none([Action])
 }
 
@@ -225,8 +225,8 @@ extension SleepProxyCore {
         switch verdict(on: transport, from: source, to: destination, of: host.owner) {
         case .none(let actions):
             return actions
-        case .wake(let reason, let from):
-            return trafficWake(key, reason: reason, source: from, now: now)
+        case .wake(let reason, let trigger, let from):
+            return trafficWake(key, reason: reason, trigger: trigger, source: from, now: now)
         }
     }
 
@@ -244,12 +244,13 @@ extension SleepProxyCore {
             if flags.contains(.syn), let service {
                 return .wake(
                     reason: "TCP SYN from \(from) to \(destination) port \(tcp.destinationPort) (\(service))",
-                    source: from)
+                    trigger: .tcpSYN, source: from)
             }
             // ssh: any segment that is not a lone FIN (a reconnecting client's data or ACK).
             if tcp.destinationPort == 22, !(flags.contains(.fin) && !flags.contains(.syn)), let service {
                 return .wake(
-                    reason: "TCP to ssh from \(from) to \(destination) port 22 (\(service))", source: from)
+                    reason: "TCP to ssh from \(from) to \(destination) port 22 (\(service))", trigger: .ssh,
+                    source: from)
             }
             if flags.contains(.syn) {
                 return .none([
@@ -268,7 +269,8 @@ extension SleepProxyCore {
                         .log(.debug, "\(key): UDP from \(from) to port 3283 is not a Remote Desktop wake; no wake")
                     ])
                 }
-                return .wake(reason: "Apple Remote Desktop wake from \(from) (\(service))", source: from)
+                return .wake(
+                    reason: "Apple Remote Desktop wake from \(from) (\(service))", trigger: .udp, source: from)
             }
             if Self.wakeOnLANPorts.contains(udp.destinationPort), let magic = udp.magicPacket {
                 guard magic.target == key.primaryMAC || magic.target == owner.wakeMAC else {
@@ -280,15 +282,16 @@ extension SleepProxyCore {
                     ])
                 }
                 return .wake(
-                    reason: "magic packet from \(from) to \(destination) port \(udp.destinationPort)", source: from)
+                    reason: "magic packet from \(from) to \(destination) port \(udp.destinationPort)",
+                    trigger: .magicPacket, source: from)
             }
             if let service {
                 return .wake(
                     reason: "UDP from \(from) to \(destination) port \(udp.destinationPort) (\(service))",
-                    source: from)
+                    trigger: .udp, source: from)
             }
             if udp.destinationPort == 4500, Self.isIPsecWake(udp.payload) {
-                return .wake(reason: "IPsec (UDP 4500) from \(from)", source: from)
+                return .wake(reason: "IPsec (UDP 4500) from \(from)", trigger: .udp, source: from)
             }
             return .none([])
         default:
@@ -317,7 +320,9 @@ extension SleepProxyCore {
 
     /// Traffic that would wake a host under the protocol's rules: the policy may still keep it from waking
     /// (ignored sources, then never-wake hosts), and a dry run only records it.
-    mutating func trafficWake(_ key: OwnerKey, reason: String, source: Endpoint, now: UnixTime) -> [Action] {
+    mutating func trafficWake(
+        _ key: OwnerKey, reason: String, trigger: WakeTrigger, source: Endpoint, now: UnixTime
+    ) -> [Action] {
         guard let owner = hosts[key]?.owner else { return [] }
         let policy = configuration.wakePolicy
         if let prefix = policy.ignoredPrefix(containing: source.address) {
@@ -329,7 +334,7 @@ extension SleepProxyCore {
                 key, detail: "\(reason): \(Self.displayName(of: owner)) is in wake.never_wake", source: source,
                 now: now)
         }
-        return startWake(key, now: now, reason: reason, source: source)
+        return startWake(key, now: now, reason: reason, trigger: trigger, source: source)
     }
 
     /// Records that the policy kept `source` from waking a host, at most once a minute per host and source address.
@@ -385,15 +390,17 @@ extension SleepProxyCore {
     /// (`WakePolicy.dryRun`, which holds for every wake, asked for or not) it only records a `would-wake` event.
     mutating func administratorWake(_ key: OwnerKey, now: UnixTime, reason: String) -> [Action] {
         guard hosts[key] != nil else { return [.log(.warning, "wake \(key): not held")] }
-        return startWake(key, now: now, reason: reason, limited: false)
+        return startWake(key, now: now, reason: reason, trigger: .manual, limited: false)
     }
 
     /// Starts a wake, or widens one in progress: a wake for some records becomes one for the whole host when a
     /// connection or the lease's end asks for it. In a dry run, records a `would-wake` event instead, and the host
     /// stays held and answered; when `limited` (traffic and conflicts), at most one such event a minute per host.
+    /// A wake that starts is counted under `trigger`, and its first round is followed by `.wakeStarted` (the shell
+    /// measures from the trigger to the magic packets); one widened is not counted again.
     mutating func startWake(
-        _ key: OwnerKey, now: UnixTime, reason: String, source: Endpoint? = nil, scope: WakeScope = .host,
-        limited: Bool = true
+        _ key: OwnerKey, now: UnixTime, reason: String, trigger: WakeTrigger, source: Endpoint? = nil,
+        scope: WakeScope = .host, limited: Bool = true
     ) -> [Action] {
         guard let host = hosts[key] else { return [] }
         if let wake = host.wake, wake.scope.merged(with: scope) == wake.scope {
@@ -414,14 +421,18 @@ extension SleepProxyCore {
             }
         } else {
             hosts.update(key) { $0.state = .waking(WakeSequence(next: now, reason: reason, scope: scope)) }
+            statistics.wakes[trigger, default: 0] += 1
         }
+        let started = host.wake == nil
         let event = Event(
             time: now, kind: .wake, interface: key.interface, owner: key.primaryMAC, source: source, detail: reason)
         // The magic packets first: the shell carries actions out in order, and the log line and the event (written
         // after every action that does not wait for the disk) need not hold them up. A round sent saves the wake's
         // progress; otherwise (a wake widened between rounds) it is saved here.
         let round = advanceWake(of: key, now: now)
-        actions = round + actions + (round.isEmpty ? storedWakeChange(of: key) : [])
+        actions =
+            round + (started ? [.wakeStarted(key.interface, trigger)] : []) + actions
+            + (round.isEmpty ? storedWakeChange(of: key) : [])
         // One info line per wake: the host, then the trigger with its source and port.
         let name = host.owner.firstHostName.map { "\($0) " } ?? ""
         actions += [.store(.appendEvent(event)), .log(.info, "waking \(name)(\(key)): \(reason)")]
@@ -539,7 +550,7 @@ extension SleepProxyCore {
     /// One round: the 0x0842 magic frame and a UDP port 9 copy, unicast to the wake MAC; from the third round
     /// also broadcast. The first round also hands IPv6 addresses back with one NA each (more make some stacks
     /// see a duplicate address; PROTOCOL.md section 3.3).
-    func wakeRound(_ round: Int, owner: Owner, link: Link, releasingAddresses: Bool = true) -> [Action] {
+    mutating func wakeRound(_ round: Int, owner: Owner, link: Link, releasingAddresses: Bool = true) -> [Action] {
         let magic = MagicPacket(target: owner.wakeMAC, password: owner.password.flatMap { SecureOnPassword($0) })
         var destinations = [owner.wakeMAC]
         if round >= WakeTiming.unicastOnlyRounds { destinations.append(.broadcast) }
@@ -561,6 +572,7 @@ extension SleepProxyCore {
                 }
             }
         }
+        statistics.magicPackets += frames.count
         var actions = frames.map { Action.injectFrame(owner.key.interface, $0) }
         if round == 0, releasingAddresses {
             actions += releaseNeighbourAdvertisements(of: owner)
