@@ -1,3 +1,4 @@
+import CNetSupport
 public import LeaseStore
 public import Logging
 public import NetworkAddresses
@@ -34,21 +35,39 @@ public struct ActionPerformer {
     public var onEvent: (Event) -> Void
     /// Whether commits fail, kept across batches by the daemon.
     public var storeHealth: StoreHealth
+    /// Where wake latencies and commit times go; nil measures nothing.
+    public var metrics: DaemonMetrics?
+    /// When the input these actions answer reached the daemon (a frame's capture time), on `clock`'s scale: a
+    /// wake's latency is measured from it. Nil: from when `perform` starts.
+    public var inputTime: Duration?
+    /// The wall clock, as a duration since the epoch (the scale of capture times); tests pass their own.
+    public var clock: @Sendable () -> Duration
 
     public init(
         store: any LeaseStoring, logger: Logger, effects: @escaping (InterfaceName) -> (any InterfaceEffects)?,
-        onEvent: @escaping (Event) -> Void = { _ in }, storeHealth: StoreHealth = StoreHealth()
+        onEvent: @escaping (Event) -> Void = { _ in }, storeHealth: StoreHealth = StoreHealth(),
+        metrics: DaemonMetrics? = nil, inputTime: Duration? = nil,
+        clock: @escaping @Sendable () -> Duration = ActionPerformer.wallClock
     ) {
         self.store = store
         self.logger = logger
         self.effects = effects
         self.onEvent = onEvent
         self.storeHealth = storeHealth
+        self.metrics = metrics
+        self.inputTime = inputTime
+        self.clock = clock
+    }
+
+    /// `CLOCK_REALTIME`, the clock libpcap stamps frames with.
+    @Sendable public static func wallClock() -> Duration {
+        .nanoseconds(sp_wall_clock_ns())
     }
 
     /// Carries out `actions`; returns whether the store changes (if any) were committed.
     @discardableResult
     public func perform(_ actions: [Action]) -> Bool {
+        let started = metrics == nil ? nil : inputTime ?? clock()
         var changes: [StoreChange] = []
         var afterCommit = false
         // Each list of held addresses is complete: of several for one interface in a batch, the last is enough
@@ -66,6 +85,8 @@ public struct ActionPerformer {
                 afterCommit = true
             case .reply:
                 afterCommit = true
+            case .wakeStarted:
+                if let metrics, let started { metrics.wakeStarted(latency: clock() - started) }
             default:
                 carryOutNow(action)
             }
@@ -73,11 +94,14 @@ public struct ActionPerformer {
         guard afterCommit else { return true }
         var committed = true
         if !changes.isEmpty {
+            let commitStarted = metrics == nil ? nil : clock()
             do {
                 try store.apply(changes)
+                if let metrics, let commitStarted { metrics.storeCommitted(in: clock() - commitStarted) }
                 storeHealth.commitSucceeded(logger: logger)
             } catch {
                 committed = false
+                metrics?.storeFailed(error)
                 storeHealth.commitFailed(error, logger: logger)
             }
         }
@@ -98,7 +122,7 @@ public struct ActionPerformer {
     /// An action that does not wait for the commit.
     private func carryOutNow(_ action: Action) {
         switch action {
-        case .store, .reply:
+        case .store, .reply, .wakeStarted:
             return
         case .log(let level, let text):
             logger.log(level: Self.level(level), "\(text)")
@@ -112,6 +136,7 @@ public struct ActionPerformer {
             carryOut(interface, "capture filter") { try $0.watch(addresses) }
         case .watchSources(let interface, let sources):
             carryOut(interface, "capture filter") { try $0.watchSources(sources) }
+
         case .joinMulticastGroup(let interface, let group):
             carryOut(interface, "join \(group)") { try $0.joinGroup(group) }
         case .leaveMulticastGroup(let interface, let group):

@@ -39,6 +39,8 @@ public struct DaemonConfiguration: Sendable {
     public var controlGroup: UInt32?
     /// Control connections open at once.
     public var controlConnections = 16
+    /// Where the metrics endpoint listens (`/metrics`, `/hosts.json`); nil serves none.
+    public var metricsListen: MetricsAddress?
 
     public init(
         interfaces: [String], stateDirectory: String, registrationPort: UInt16 = Self.defaultRegistrationPort,
@@ -85,8 +87,12 @@ public final class Daemon: @unchecked Sendable {
     var clock = SteadyClock()
     let startedAt: UnixTime
     var control: ControlServer?
+    /// The metrics endpoint, when `metricsListen` asks for one.
+    var metricsServer: MetricsServer?
     /// Whether commits fail, and whether the store lags behind the core because they did.
     let storeHealth = StoreHealth()
+    /// What `/metrics` shows; counted from the start whether or not it is served, and kept across reloads.
+    public let metrics = DaemonMetrics(version: SleepProxyVersion.string)
     /// The newest wake of each owner (and its name), for `hosts`; filled from the history at start.
     var lastWakes: [OwnerKey: Event] = [:]
     /// Names of hosts held since the start, by OWNER primary MAC, so that events name hosts that have gone.
@@ -140,6 +146,7 @@ public final class Daemon: @unchecked Sendable {
             throw DaemonError(description: "\(error)")
         }
         if let setAside = store.setAside {
+            metrics.storeFailed(setAside.problem)
             logger.error(
                 "lease store: \(store.path) was damaged (\(setAside.problem.operation): \(setAside.problem.reason)); kept it as \(setAside.keptAs) and started with an empty store: the hosts it held are proxied again when they next register"
             )
@@ -172,7 +179,12 @@ public final class Daemon: @unchecked Sendable {
                     path: path, group: configuration.controlGroup, queue: queue, logger: logger,
                     maximumConnections: configuration.controlConnections)
             }
+            if let address = configuration.metricsListen {
+                metricsServer = try MetricsServer(address: address, source: metricsSource, logger: logger)
+                logger.info("metrics on http://\(address)/metrics")
+            }
         } catch {
+            control?.stop()
             for shell in shells.values { shell.stop() }
             unicastHolder?.close()
             store.close()
@@ -185,8 +197,8 @@ public final class Daemon: @unchecked Sendable {
         }
         loadWakeHistory()
         for owner in loaded.owners { remember(owner) }
-        performer.perform(core.restore(loaded.owners, wakes: loaded.wakes, now: now()))
-        performer.perform(core.watchDeclaredHosts(now: now()))
+        performer().perform(core.restore(loaded.owners, wakes: loaded.wakes, now: now()))
+        performer().perform(core.watchDeclaredHosts(now: now()))
         logger.info(
             "sleepproxyd \(SleepProxyVersion.string) on \(configuration.interfaces.joined(separator: ", ")), registrations on UDP port \(configuration.registrationPort), state in \(configuration.stateDirectory)\(configuration.controlSocket.map { ", control socket \($0)" } ?? "")"
         )
@@ -200,16 +212,18 @@ public final class Daemon: @unchecked Sendable {
     /// The core's time: the wall clock when the daemon started, advancing steadily (see `SteadyClock`).
     func now() -> UnixTime { clock.now() }
 
-    /// Carries out actions through the shells; committed events reach the control server.
-    var performer: ActionPerformer {
+    /// Carries out actions through the shells; committed events reach the control server. `inputTime` is when
+    /// the input they answer was captured, for the wake latency.
+    func performer(inputTime: Duration? = nil) -> ActionPerformer {
         ActionPerformer(
             store: store, logger: logger, effects: { [shells] in shells[$0] },
-            onEvent: { [weak self] event in self?.noteEvent(event) }, storeHealth: storeHealth)
+            onEvent: { [weak self] event in self?.noteEvent(event) }, storeHealth: storeHealth, metrics: metrics,
+            inputTime: inputTime)
     }
 
     /// Carries out `actions`, then tells followers of new events and re-arms the timer.
-    func perform(_ actions: [Action]) {
-        let committed = performer.perform(actions)
+    func perform(_ actions: [Action], inputTime: Duration? = nil) {
+        let committed = performer(inputTime: inputTime).perform(actions)
         if committed, storeHealth.isBehind, !storeHealth.isFailing { catchUpStore() }
         if committed, actions.contains(where: { if case .store(.appendEvent) = $0 { true } else { false } }) {
             sendEventsToFollowers()
@@ -259,14 +273,17 @@ public final class Daemon: @unchecked Sendable {
                 storeHealth.caughtUp()
                 return
             }
+            let started = ContinuousClock.now
             try store.apply(
                 saved.map { .saveOwner($0) } + removed.map { .removeOwner($0) }
                     + changedWakes.map { .saveWake($0, wakes[$0]) })
+            metrics.storeCommitted(in: ContinuousClock.now - started)
             storeHealth.commitSucceeded(logger: logger)
             storeHealth.caughtUp()
             logger.notice(
                 "lease store: caught up with what is held: \(saved.count) hosts written, \(removed.count) removed")
         } catch {
+            metrics.storeFailed(error)
             storeHealth.commitFailed(error, logger: logger)
         }
     }
@@ -374,6 +391,7 @@ public final class Daemon: @unchecked Sendable {
         for source in sources { source.cancel() }
         expiryTimer?.cancel()
         control?.stop()
+        metricsServer?.stop()
         for shell in shells.values { shell.stop() }
         unicastHolder?.close()
         store.close()
@@ -406,10 +424,10 @@ public final class Daemon: @unchecked Sendable {
         switch input {
         case .registrations(let batch):
             perform(core.handleRegistrations(batch, now: now()))
-        case .mdns(let packet):
-            perform(core.handleMDNS(packet, now: now()))
-        case .frame(let frame, let interface):
-            perform(core.handleFrame(frame, on: interface, now: now()))
+        case .mdns(let packet, let captured):
+            perform(core.handleMDNS(packet, now: now()), inputTime: captured)
+        case .frame(let frame, let interface, let captured):
+            perform(core.handleFrame(frame, on: interface, now: now()), inputTime: captured)
         }
         scheduleExpiry()
     }
@@ -486,6 +504,23 @@ public final class Daemon: @unchecked Sendable {
                 return
             }
         }
+        // A new metrics address is opened before anything changes: if it cannot be, nothing has.
+        var newMetricsServer: MetricsServer?
+        if next.metricsListen != configuration.metricsListen, let address = next.metricsListen {
+            // The same port on another address of the same family may be taken by the running listener.
+            metricsServer?.stop()
+            metricsServer = nil
+            do {
+                newMetricsServer = try MetricsServer(address: address, source: metricsSource, logger: logger)
+            } catch {
+                for shell in added { shell.stop() }
+                if let running = configuration.metricsListen {
+                    metricsServer = try? MetricsServer(address: running, source: metricsSource, logger: logger)
+                }
+                logger.error("reload refused, the running configuration is kept: \(error)")
+                return
+            }
+        }
         let advertisementChanged =
             next.advertisement != configuration.advertisement
             || next.core.keepaliveOffload != configuration.core.keepaliveOffload
@@ -497,6 +532,14 @@ public final class Daemon: @unchecked Sendable {
         applied.controlGroup = configuration.controlGroup
         applied.responder = configuration.responder
         configuration = applied
+        if let newMetricsServer {
+            metricsServer = newMetricsServer
+            logger.notice("reload: metrics on http://\(newMetricsServer.address)/metrics")
+        } else if applied.metricsListen == nil, let running = metricsServer {
+            running.stop()
+            metricsServer = nil
+            logger.notice("reload: metrics endpoint closed")
+        }
 
         for name in current.subtracting(wanted).sorted() {
             perform(core.removeLink(name, now: now(), reason: "\(name) was removed from the configuration"))
@@ -525,6 +568,29 @@ public final class Daemon: @unchecked Sendable {
             logger.notice("reload: advertisement changed; announcing again")
         }
         logger.notice("reloaded the configuration: \(statusLine)")
+    }
+
+    // MARK: Metrics
+
+    /// What the metrics endpoint reads, on this queue: counts and copies only; it renders on its own thread.
+    var metricsSource: MetricsSource {
+        MetricsSource(
+            snapshot: { [weak self] reply in
+                guard let daemon = self else { return }
+                daemon.queue.async { reply(daemon.metricsSnapshot()) }
+            },
+            hosts: { [weak self] reply in
+                guard let daemon = self else { return }
+                daemon.queue.async { reply(daemon.hostSummaries()) }
+            },
+            exposition: { [metrics] in metrics.exposition($0) })
+    }
+
+    /// The figures of one scrape.
+    func metricsSnapshot() -> MetricsSnapshot {
+        MetricsSnapshot(
+            statistics: core.statistics, held: core.heldCounts,
+            capture: shells.compactMapValues(\.captureCounts))
     }
 
     // MARK: Kernel settings

@@ -13,10 +13,11 @@ public import SleepProxyCore
 public enum ShellInput: Sendable {
     /// Registration datagrams read together, to be committed as one batch.
     case registrations([RegistrationDatagram])
-    /// An mDNS message the capture saw (to port 5353), with the sender's MAC.
-    case mdns(MDNSPacket)
+    /// An mDNS message the capture saw (to port 5353), with the sender's MAC, and when it was captured (since the
+    /// epoch).
+    case mdns(MDNSPacket, captured: Duration)
     /// Any other captured frame: ARP, Neighbour Discovery, IP to a held address; parsed once, here.
-    case frame(EthernetFrame, InterfaceName)
+    case frame(EthernetFrame, InterfaceName, captured: Duration)
 }
 
 /// Everything the daemon does on one interface: its registration sockets, its mDNS sockets, its capture, its
@@ -57,6 +58,8 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     private var neighbourEntries: Set<IPAddress> = []
     /// mDNS messages this shell sent, recognised when the capture sees them leave.
     private var ownTransmissions = OwnTransmissions()
+    /// Captured frames that did not parse (dropped here).
+    private var unparsedFrames: UInt64 = 0
     private var sources: [any DispatchSourceProtocol] = []
     private let queue: DispatchQueue
     private var stopped = false
@@ -202,9 +205,12 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
 
     /// mDNS to port 5353 becomes an `MDNSPacket`; everything else goes to the core as a frame.
     private func classify(_ captured: CapturedFrame) -> ShellInput? {
-        guard let frame = try? EthernetFrame(parsing: captured.bytes) else { return nil }
+        guard let frame = try? EthernetFrame(parsing: captured.bytes) else {
+            unparsedFrames += 1
+            return nil
+        }
         guard let udp = frame.udp, udp.destinationPort == MulticastDNS.port else {
-            return .frame(frame, name)
+            return .frame(frame, name, captured: captured.timestamp)
         }
         // Outgoing frames are captured too: programs on this host (its avahi-daemon, a browser) ask for held
         // names like anyone else. Only the messages the daemon sent itself are left out.
@@ -224,7 +230,8 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
         return .mdns(
             MDNSPacket(
                 interface: name, source: Endpoint(address: source, port: udp.sourcePort), sourceScopeID: scope,
-                destination: destination, sourceMAC: frame.header.source, bytes: udp.payload))
+                destination: destination, sourceMAC: frame.header.source, bytes: udp.payload),
+            captured: captured.timestamp)
     }
 
     /// Reads the interface's addresses again (DHCP, SLAAC); nil when it is gone.
@@ -237,14 +244,13 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
         return link
     }
 
-    /// Frames the capture received and dropped (kernel and interface together), if capturing. The daemon drops
-    /// none: its handler takes each frame as it is read.
-    public var captureCounts: (received: Int, dropped: Int)? {
+    /// Frames the capture received and dropped, if capturing: by the kernel and the interface (libpcap's
+    /// counts), and by the daemon (frames it could not parse; it takes every other frame as it is read).
+    public var captureCounts: CaptureCounts? {
         guard let statistics = try? capture?.statistics() else { return nil }
-        return (
-            Int(statistics.received),
-            Int(statistics.droppedByKernel) + Int(statistics.droppedByInterface)
-        )
+        return CaptureCounts(
+            received: statistics.received, droppedByKernel: statistics.droppedByKernel,
+            droppedByInterface: statistics.droppedByInterface, droppedByDaemon: unparsedFrames)
     }
 
     /// Closes everything; neighbour entries the shell set are removed.

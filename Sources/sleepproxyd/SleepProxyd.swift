@@ -84,6 +84,11 @@ struct SleepProxyd: ParsableCommand {
     @Option(name: .long, help: "The group that owns the control socket, by name or number. (control.group)")
     var controlGroup: String?
 
+    @Option(
+        name: .long,
+        help: "Serve /metrics and /hosts.json on ADDRESS:PORT (\"[::]:9187\"); \"\" serves none. (metrics.listen)")
+    var metricsListen: String?
+
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error or critical. (log_level)")
     var logLevel: String?
 
@@ -109,6 +114,7 @@ struct SleepProxyd: ParsableCommand {
         add(["wake", "dry_run"], "--dry-run", dryRun ? true : nil)
         add(["control", "socket"], "--control-socket", controlSocket.map(TOMLValue.string))
         add(["control", "group"], "--control-group", controlGroup.map(TOMLValue.string))
+        add(["metrics", "listen"], "--metrics-listen", metricsListen.map(TOMLValue.string))
         add(["log_level"], "--log-level", logLevel.map(TOMLValue.string))
         return overrides
     }

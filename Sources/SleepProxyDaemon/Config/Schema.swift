@@ -149,6 +149,15 @@ enum Schema {
                 }
             },
         ]),
+        "metrics": .table([
+            "listen": .value { value, settings throws(Problem) in
+                let text = try string(value, "\"ADDRESS:PORT\", or \"\" for no metrics endpoint")
+                if !text.isEmpty, case .failure(let error) = MetricsAddress.parse(text) {
+                    throw Problem(error.description)
+                }
+                settings.metricsListen = text
+            }
+        ]),
         "takeover": .table([
             "claim": .value { value, settings throws(Problem) in
                 settings.addressClaim = try choice(value, "\"announce\" or \"lazy\"")

@@ -98,6 +98,10 @@ public struct Settings: Equatable, Sendable {
     /// The group that owns the control socket, by name or number; empty keeps the daemon's group.
     public var controlGroup = ""
 
+    // [metrics]
+    /// Where the metrics endpoint listens (`ADDRESS:PORT`); empty serves none.
+    public var metricsListen = ""
+
     // [takeover]
     public var addressClaim = AddressClaim.announce
 
@@ -276,6 +280,12 @@ extension Settings {
         configuration.core.queryRate = Rate(perSecond: Double(queriesPerSecond), burst: Double(queryBurst))
         configuration.core.maximumPendingResponses = maximumPendingResponses
         configuration.core.declaredHosts = try declaredHostsWithInterfaces(servedOn: served)
+        if !metricsListen.isEmpty {
+            switch MetricsAddress.parse(metricsListen) {
+            case .success(let address): configuration.metricsListen = address
+            case .failure(let error): throw ConfigError(key: "metrics.listen", error.description)
+            }
+        }
         return configuration
     }
 }

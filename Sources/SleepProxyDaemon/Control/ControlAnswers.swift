@@ -18,13 +18,7 @@ extension Daemon {
         case .status:
             return ControlResponse(status: statusReport())
         case .hosts:
-            let now = now()
-            // Held hosts, and the declared hosts that are not held (awake, probing, or asleep and not held).
-            let held = core.owners.keys.compactMap { self.summary(of: $0, now: now) }
-            // One line per host: a declared host held through its own registration is listed as held.
-            let declared = core.declaredHosts.filter { core.owners[$0.host.key] == nil }.map(summary(of:))
-            return ControlResponse(
-                hosts: (held + declared).sorted { ($0.interface, $0.ownerMAC) < ($1.interface, $1.ownerMAC) })
+            return ControlResponse(hosts: hostSummaries())
         case .show:
             return withHost(request) { key in
                 ControlResponse(host: detail(of: key, now: now()))
@@ -117,6 +111,16 @@ extension Daemon {
         core.owners[key]?.firstHostName ?? knownNames[key.primaryMAC] ?? key.primaryMAC.description
     }
 
+    /// What `sleepproxyctl hosts` lists (and `/hosts.json` serves): the held hosts, and the declared hosts that are
+    /// not held (awake, probing, or asleep and not held).
+    func hostSummaries() -> [HostSummary] {
+        let now = now()
+        let held = core.owners.keys.compactMap { self.summary(of: $0, now: now) }
+        // One line per host: a declared host held through its own registration is listed as held.
+        let declared = core.declaredHosts.filter { core.owners[$0.host.key] == nil }.map(summary(of:))
+        return (held + declared).sorted { ($0.interface, $0.ownerMAC) < ($1.interface, $1.ownerMAC) }
+    }
+
     func summary(of key: OwnerKey, now: UnixTime) -> HostSummary? {
         guard let owner = core.owners[key], let state = core.state(of: key) else { return nil }
         let stateText: String
@@ -201,8 +205,8 @@ extension Daemon {
                 addresses: shell.link.prefixes.map(\.description),
                 advertisedName: core.advertisedInstance(on: name).map { Self.instanceText($0) },
                 registrationPort: Int(configuration.registrationPort), hostCount: held.count,
-                recordCount: held.reduce(0) { $0 + $1.records.count }, captureReceived: counts?.received,
-                captureDropped: counts?.dropped)
+                recordCount: held.reduce(0) { $0 + $1.records.count }, captureReceived: counts.map { Int($0.received) },
+                captureDropped: counts.map { Int($0.droppedByKernel + $0.droppedByInterface) })
         }
         let uptime = Double((clock.now() - startedAt).components.seconds)
         return StatusReport(
