@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real mDNS peers the lab tests run inside network namespaces: avahi-daemon and its tools, a
-# D-Bus daemon for their private buses, and dig; and what the package's boot test boots a Debian system with
+# D-Bus daemon for their private buses, and dig; Prometheus, which scrapes the metrics endpoint in its lab test
+# (and whose promtool checks the exposition); and what the package's boot test boots a Debian system with
 # (debootstrap, systemd-nspawn). Idempotent; run as root (CI does).
 #
 # Package scripts must not start daemons in the machine's own namespace: a temporary policy-rc.d that exits
@@ -16,6 +17,7 @@ packages=(
     python3          # the multicast query helper
     debootstrap      # the boot test's Debian 12 root (scripts/make-boot-root.sh)
     systemd-container # systemd-nspawn: the boot test boots that root under systemd
+    prometheus       # a real Prometheus for the metrics lab test; promtool for the exposition's unit test
 )
 
 missing=()
@@ -37,6 +39,7 @@ daemon_pids() {
     # The exact process names; never a pattern over command lines.
     pgrep -x avahi-daemon || true
     pgrep -x dbus-daemon || true
+    pgrep -x prometheus || true
 }
 before=$(daemon_pids | sort)
 
@@ -64,18 +67,23 @@ apt-get update -qq
 # No recommends: libnss-mdns would change name resolution of the machine itself.
 apt-get install -y -qq --no-install-recommends "${missing[@]}"
 
-# Under systemd, the avahi units were enabled (and may be socket-activated) regardless of policy-rc.d. Only a
-# freshly installed avahi-daemon is disabled; one that was there before keeps its configuration.
-if [[ " ${missing[*]} " == *" avahi-daemon "* ]]; then
-    if [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null; then
-        systemctl disable --now avahi-daemon.service avahi-daemon.socket >/dev/null 2>&1 || true
+# Under systemd, the avahi and prometheus units were enabled (avahi may be socket-activated) regardless of
+# policy-rc.d. Only a freshly installed one is disabled; one that was there before keeps its configuration.
+for service in avahi-daemon prometheus; do
+    if [[ " ${missing[*]} " == *" $service "* ]]; then
+        if [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null; then
+            systemctl disable --now "$service.service" >/dev/null 2>&1 || true
+            if [[ $service == avahi-daemon ]]; then
+                systemctl disable --now avahi-daemon.socket >/dev/null 2>&1 || true
+            fi
+        fi
+        if [[ -x /etc/init.d/$service ]] && command -v update-rc.d >/dev/null; then
+            update-rc.d "$service" disable >/dev/null 2>&1 || true
+        fi
     fi
-    if [[ -x /etc/init.d/avahi-daemon ]] && command -v update-rc.d >/dev/null; then
-        update-rc.d avahi-daemon disable >/dev/null 2>&1 || true
-    fi
-fi
+done
 
-# Stop, by pid, any avahi-daemon or dbus-daemon that appeared during the installation in this network namespace
+# Stop, by pid, any avahi-daemon, dbus-daemon or prometheus that appeared during the installation in this network namespace
 # (those of lab namespaces belong to running tests).
 own_namespace=$(readlink /proc/self/ns/net)
 after=$(daemon_pids | sort)

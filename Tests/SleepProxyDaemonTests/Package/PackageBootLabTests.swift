@@ -189,14 +189,26 @@ struct PackageBootLabTests {
                     "Mac-style registration answered; Sleeper.local held, A \(sleeper.ipv4) answered, ARP answered with \(lab.host(.proxy).macString); \"\(service["StatusText"] ?? "")\""
                 )
 
-                // 3. A reload keeps the process and the host.
+                // 3. A reload keeps the process and the host, and opens the metrics endpoint the administrator turns
+                // on: the unit's sandbox lets the unprivileged daemon listen there (no capability for it).
+                let metricsAddress = "\(lab.host(.proxy).ipv4):9187"
+                try await system.runChecked([
+                    "sed", "-i", "s/^# listen = \"\"$/listen = \"\(metricsAddress)\"/", "/etc/sleepproxy/sleepproxy.toml",
+                ])
                 try await system.runChecked(["systemctl", "reload", "sleepproxyd"])
                 _ = try await eventually("the reload in the journal") {
                     try await journal(system).contains("reloaded the configuration") ? true : nil
                 }
                 #expect(try await unit(system)["MainPID"] == mainPID)
                 try await sleeperListed(system, in: "held")
-                Self.say("reload: main PID \(mainPID) kept, Sleeper.local held")
+                let scrape = try await eventually("the metrics endpoint on \(metricsAddress)", within: .seconds(10)) {
+                    try? lab.withNamespace(.waker) {
+                        try httpGet(host: lab.host(.proxy).ipv4, port: 9187, "/metrics")
+                    }
+                }
+                #expect(scrape.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8")
+                #expect(scrape.text.contains("sleepproxy_hosts_held{interface=\"eth0\"} 1"), "\(scrape)")
+                Self.say("reload: main PID \(mainPID) kept, Sleeper.local held, /metrics served on \(metricsAddress)")
 
                 // 4. The upgrade: the edited configuration stays (dpkg asks nothing: only the administrator changed
                 // it), the daemon is restarted with the new programs, the host is still held.
