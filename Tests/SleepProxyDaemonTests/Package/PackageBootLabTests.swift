@@ -193,7 +193,8 @@ struct PackageBootLabTests {
                 // on: the unit's sandbox lets the unprivileged daemon listen there (no capability for it).
                 let metricsAddress = "\(lab.host(.proxy).ipv4):9187"
                 try await system.runChecked([
-                    "sed", "-i", "s/^# listen = \"\"$/listen = \"\(metricsAddress)\"/", "/etc/sleepproxy/sleepproxy.toml",
+                    "sed", "-i", "s/^# listen = \"\"$/listen = \"\(metricsAddress)\"/",
+                    "/etc/sleepproxy/sleepproxy.toml",
                 ])
                 try await system.runChecked(["systemctl", "reload", "sleepproxyd"])
                 _ = try await eventually("the reload in the journal") {
