@@ -75,6 +75,8 @@ public final class MetricsServer: Sendable {
     public let address: MetricsAddress
     private let group: MultiThreadedEventLoopGroup
     private let channel: any Channel
+    /// Cleared by `stop()`: an answer from the daemon that arrives later is dropped, not sent to a closed loop.
+    private let running: Running
 
     /// Listens on `address` at once; throws a `DaemonError` naming `metrics.listen` when the address cannot be
     /// bound (in use, not an address of this host).
@@ -84,6 +86,7 @@ public final class MetricsServer: Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let connections = ConnectionCount(limits: limits, logger: logger)
         let cache = ScrapeCache(source: source, interval: limits.snapshotInterval)
+        let running = Running()
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 64)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -96,7 +99,7 @@ public final class MetricsServer: Sendable {
                         RequestBounds(limits: limits, admitted: admitted, release: { connections.release(source) }))
                     guard admitted else { return }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(EndpointHandler(cache: cache))
+                    try channel.pipeline.syncOperations.addHandler(EndpointHandler(cache: cache, running: running))
                 }
             }
         do {
@@ -106,6 +109,7 @@ public final class MetricsServer: Sendable {
             throw DaemonError(description: "metrics.listen \(address): cannot listen there: \(error)")
         }
         self.group = group
+        self.running = running
         var bound = address
         if let port = channel.localAddress?.port { bound.port = port }
         self.address = bound
@@ -113,9 +117,16 @@ public final class MetricsServer: Sendable {
 
     /// Closes the listener and every connection.
     public func stop() {
+        running.flag.store(false, ordering: .sequentiallyConsistent)
         try? channel.close().wait()
         try? group.syncShutdownGracefully()
     }
+}
+
+/// Whether the server still runs (its event loop takes tasks).
+private final class Running: Sendable {
+    let flag = Atomic(true)
+    var isRunning: Bool { flag.load(ordering: .sequentiallyConsistent) }
 }
 
 /// Connections open now, in all and per source address.
@@ -300,10 +311,12 @@ private final class EndpointHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let cache: ScrapeCache
+    private let running: Running
     private var head: HTTPRequestHead?
 
-    init(cache: ScrapeCache) {
+    init(cache: ScrapeCache, running: Running) {
         self.cache = cache
+        self.running = running
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -338,8 +351,10 @@ private final class EndpointHandler: ChannelInboundHandler {
         let loop = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let eventLoop = context.eventLoop
         let cache = self.cache
+        let running = self.running
         if path == "/metrics" {
             cache.snapshot { snapshot in
+                guard running.isRunning else { return }
                 eventLoop.execute {
                     let (handler, context) = loop.value
                     handler.respond(
@@ -348,6 +363,7 @@ private final class EndpointHandler: ChannelInboundHandler {
             }
         } else {
             cache.source.hosts { hosts in
+                guard running.isRunning else { return }
                 eventLoop.execute {
                     let (handler, context) = loop.value
                     let encoder = ControlProtocol.encoder()

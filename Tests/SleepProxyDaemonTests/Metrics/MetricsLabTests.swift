@@ -113,6 +113,16 @@ struct MetricsLabTests {
             try await expectQuery(lab, "sleepproxy_magic_packets_sent_total > bool 0", 1)
             try await expectQuery(lab, "sum(sleepproxy_capture_frames_received_total) > bool 0", 1)
 
+            // A reload keeps every counter (and the endpoint): no reset in Prometheus's eyes.
+            daemon.signal(SIGHUP)
+            _ = try await eventually("the reload", within: .seconds(5)) {
+                daemon.stderr.contains("reloaded the configuration") ? true : nil
+            }
+            try await Task.sleep(for: .seconds(2))
+            try await expectQuery(lab, "sleepproxy_wakes_total{trigger=\"tcp-syn\"}", 1, series: "trigger=tcp-syn")
+            try await expectQuery(
+                lab, "sum(resets(sleepproxy_registrations_total[1m])) + sum(resets(sleepproxy_wakes_total[1m]))", 0)
+
             // The exposition itself, as Prometheus read it.
             let exposition = try lab.withNamespace(.waker) {
                 try httpGet(host: lab.host(.proxy).ipv4, port: Self.metricsPort, "/metrics")
