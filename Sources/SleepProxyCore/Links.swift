@@ -18,6 +18,7 @@ extension SleepProxyCore {
             let event = Event(
                 time: now, kind: .wake, interface: interface, owner: key.primaryMAC, detail: reason)
             actions += [.store(.appendEvent(event)), .log(.notice, "waking \(key): \(reason)")]
+            statistics.wakes[.unserved, default: 0] += 1
             actions += wakeRound(0, owner: host.owner, link: link)
             actions += drop(key, reason: .unserved("\(interface) is no longer served: \(reason)"), now: now)
         }

@@ -13,6 +13,8 @@ public struct WakeTrigger: Hashable, Sendable, CustomStringConvertible {
         case nameConflict = "name-conflict"
         case leaseEnd = "lease-end"
         case manual
+        case unserved
+        case shutdown
     }
     private let code: Code
 
@@ -36,11 +38,15 @@ public struct WakeTrigger: Hashable, Sendable, CustomStringConvertible {
     public static let leaseEnd = WakeTrigger(code: .leaseEnd)
     /// The administrator asked (`sleepproxyctl wake`).
     public static let manual = WakeTrigger(code: .manual)
+    /// Its interface is no longer served (removed from the configuration): woken to find another proxy.
+    public static let unserved = WakeTrigger(code: .unserved)
+    /// The proxy is stopping and wakes every held host (`wake_all_on_exit`).
+    public static let shutdown = WakeTrigger(code: .shutdown)
 
     /// Every trigger, for documentation and for metrics that start at zero.
     public static let all: [WakeTrigger] = [
         .tcpSYN, .ssh, .udp, .magicPacket, .keepaliveRST, .keepaliveFIN, .keepaliveData, .addressConflict,
-        .nameConflict, .leaseEnd, .manual,
+        .nameConflict, .leaseEnd, .manual, .unserved, .shutdown,
     ]
 
     /// A stable identifier (`tcp-syn`), the label value in metrics.

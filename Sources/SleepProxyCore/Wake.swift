@@ -471,7 +471,9 @@ extension SleepProxyCore {
                 time: now, kind: dryRun ? .wouldWake : .wake, interface: key.interface, owner: key.primaryMAC,
                 detail: reason)
             actions.append(.store(.appendEvent(event)))
-            if !dryRun { actions += wakeRound(0, owner: host.owner, link: link) }
+            guard !dryRun else { continue }
+            statistics.wakes[.shutdown, default: 0] += 1
+            actions += wakeRound(0, owner: host.owner, link: link)
         }
         if !actions.isEmpty {
             let verb = dryRun ? "would have woken (wake.dry_run, no magic packet sent)" : "woke"

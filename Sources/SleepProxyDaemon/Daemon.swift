@@ -323,6 +323,9 @@ public final class Daemon: @unchecked Sendable {
             control?.start { [weak self] request, connection in
                 self?.answer(request, on: connection)
             }
+            // Listening since init (a bad address failed the start); answering from now, when the state it reads
+            // is the queue's.
+            metricsServer?.open()
             // Interface addresses change (DHCP, SLAAC): refresh what is on-link now and then.
             let refresh = DispatchSource.makeTimerSource(queue: queue)
             refresh.schedule(deadline: .now() + .seconds(10), repeating: .seconds(10))
@@ -514,10 +517,18 @@ public final class Daemon: @unchecked Sendable {
                 newMetricsServer = try MetricsServer(address: address, source: metricsSource, logger: logger)
             } catch {
                 for shell in added { shell.stop() }
-                if let running = configuration.metricsListen {
-                    metricsServer = try? MetricsServer(address: running, source: metricsSource, logger: logger)
-                }
                 logger.error("reload refused, the running configuration is kept: \(error)")
+                if let running = configuration.metricsListen {
+                    do {
+                        metricsServer = try MetricsServer(address: running, source: metricsSource, logger: logger)
+                        metricsServer?.open()
+                    } catch {
+                        // Taken meanwhile: the endpoint is off, and the running configuration says so, so that the
+                        // next reload tries to open it again.
+                        configuration.metricsListen = nil
+                        logger.error("metrics: could not listen on \(running) again, the endpoint is off: \(error)")
+                    }
+                }
                 return
             }
         }
@@ -534,6 +545,7 @@ public final class Daemon: @unchecked Sendable {
         configuration = applied
         if let newMetricsServer {
             metricsServer = newMetricsServer
+            newMetricsServer.open()
             logger.notice("reload: metrics on http://\(newMetricsServer.address)/metrics")
         } else if applied.metricsListen == nil, let running = metricsServer {
             running.stop()

@@ -194,7 +194,7 @@ struct BuilderTests {
             UDPDatagram(sourcePort: 1, destinationPort: 2, payload: [1, 2, 3]), sourceAddress: Lab.ipv6(Lab.proxy),
             destinationAddress: Lab.ipv6(Lab.sleeper), source: Self.proxy, destination: Self.sleeper)
         let computed = try #require(v6.udp?.checksum)
-        guard case .ipv6(var packet6) = v6.payload else { return }
+        var packet6 = try #require(v6.ipv6)
         packet6.payload = .udp(UDPDatagram(sourcePort: 1, destinationPort: 2, checksum: 0, payload: [1, 2, 3]))
         v6.payload = .ipv6(packet6)
         #expect(v6.ipv6?.transportChecksumIsValid == false)

@@ -50,7 +50,7 @@ struct ResponderTests {
         // The host has an A but no AAAA: the NSEC says so.
         let nsec = try #require(reply.additionals.first { $0.type == .nsec })
         #expect(nsec.name == Self.host && nsec.cacheFlush)
-        guard case .nsec(let data) = nsec.rdata else { return }
+        let data = try #require(Self.nsecData(nsec))
         #expect(data.types == [.a])
     }
 
@@ -337,7 +337,13 @@ struct ResponderTests {
         let reply = try #require(harness.mdns(Query.bytes(Self.host, .aaaa, unicast: true)).sentMessages.first)
         #expect(reply.answers.map(\.type) == [.aaaa])
         let nsec = try #require(reply.additionals.first { $0.type == .nsec })
-        guard case .nsec(let data) = nsec.rdata else { return }
+        let data = try #require(Self.nsecData(nsec))
         #expect(data.types == [.a, .aaaa])
+    }
+
+    /// The NSEC RDATA of `record`, nil for any other type.
+    static func nsecData(_ record: DNSRecord) -> NSECData? {
+        guard case .nsec(let data) = record.rdata else { return nil }
+        return data
     }
 }

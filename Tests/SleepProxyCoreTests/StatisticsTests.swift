@@ -67,6 +67,16 @@ struct StatisticsTests {
         let actions = manual.core.requestWake(key, now: manual.now, reason: "asked")
         #expect(actions.contains(.wakeStarted(Self.interface, .manual)))
         #expect(manual.core.statistics.wakes == [.manual: 1])
+
+        // The wakes that are one round and no sequence: an interface no longer served, the proxy stopping.
+        var removed = TakeoverTests.taken()
+        let packetsBefore = removed.core.statistics.magicPackets
+        _ = removed.core.removeLink(Self.interface, now: removed.now, reason: "removed from the configuration")
+        #expect(removed.core.statistics.wakes == [.unserved: 1])
+        #expect(removed.core.statistics.magicPackets > packetsBefore)
+        var stopping = TakeoverTests.taken()
+        _ = stopping.core.wakeEveryone(now: stopping.now, reason: "the proxy is stopping")
+        #expect(stopping.core.statistics.wakes == [.shutdown: 1])
     }
 
     @Test func aLeaseEndCountsAnExpiryAndAWakeAndAnUnansweredWakeARelease() {

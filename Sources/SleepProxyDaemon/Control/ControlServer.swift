@@ -231,6 +231,9 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     /// Connections following events.
+    /// Connections open now (on the server's queue).
+    public var openConnections: Int { connections.count }
+
     public var followers: [ControlConnection] {
         connections.values.filter(\.isFollowing)
     }

@@ -267,17 +267,14 @@ final class InterfaceMetrics: Sendable {
         keepalives.set(Double(held.keepalives))
     }
 
-    /// Adds what the capture counted since last time; a capture opened anew (its counts went back) starts over.
+    /// Adds what the capture counted since last time. A count that went back started over (a capture opened
+    /// anew, or libpcap's 32-bit count wrapped): what it holds now is new. Each count is taken on its own, so that
+    /// one going back never adds the others again.
     func setCapture(_ counts: CaptureCounts) {
         seen.withLock { seen in
             func grow(_ counter: Counter, _ now: UInt64, _ before: UInt64) {
-                if now > before { counter.increment(by: Int64(now - before)) }
-            }
-            let restarted =
-                counts.received < seen.received || counts.droppedByKernel < seen.droppedByKernel
-                || counts.droppedByInterface < seen.droppedByInterface || counts.droppedByDaemon < seen.droppedByDaemon
-            if restarted {
-                seen = CaptureCounts(received: 0, droppedByKernel: 0, droppedByInterface: 0, droppedByDaemon: 0)
+                let added = now >= before ? now - before : now
+                if added > 0 { counter.increment(by: Int64(clamping: added)) }
             }
             grow(received, counts.received, seen.received)
             let values = [

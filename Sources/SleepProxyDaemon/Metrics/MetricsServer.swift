@@ -57,8 +57,13 @@ public struct MetricsSource: Sendable {
 /// Bounds, like the control socket's: `Limits.connections` open at once and `connectionsPerSource` from one
 /// address (more are answered 503 and closed); a request (line, headers and any body) of at most `requestBytes`
 /// (413 and closed beyond), sent whole within `requestTimeout` of its first byte (closed otherwise, which ends a
-/// slowloris client); an idle kept-alive connection is closed after `idleTimeout`. What a scrape reads from the
-/// daemon is taken at most every `snapshotInterval`, however many clients ask.
+/// slowloris client); an idle kept-alive connection is closed after `idleTimeout`; a client that asks again before
+/// it has read most of the last answer (more than `unreadBytes` of it left) is closed, so that answers never pile
+/// up for one that does not read. What a scrape reads from the daemon (metrics or hosts) is taken at most every
+/// `snapshotInterval`, however many clients ask, and rendered once for all of them on the server's thread.
+///
+/// It listens from `init` (so that a bad address fails the start) but answers 503 until `open()`: the daemon's
+/// state is read on its queue, which is only its own once it runs.
 public final class MetricsServer: Sendable {
     public struct Limits: Sendable {
         public var connections = 32
@@ -67,6 +72,7 @@ public final class MetricsServer: Sendable {
         public var requestTimeout: Duration = .seconds(10)
         public var idleTimeout: Duration = .seconds(60)
         public var snapshotInterval: Duration = .milliseconds(100)
+        public var unreadBytes = 64 * 1024
 
         public init() {}
     }
@@ -75,8 +81,9 @@ public final class MetricsServer: Sendable {
     public let address: MetricsAddress
     private let group: MultiThreadedEventLoopGroup
     private let channel: any Channel
-    /// Cleared by `stop()`: an answer from the daemon that arrives later is dropped, not sent to a closed loop.
-    private let running: Running
+    /// Starting until `open()`, stopped by `stop()`: an answer from the daemon that arrives later is dropped, not
+    /// sent to a closed loop.
+    private let phase: Phase
 
     /// Listens on `address` at once; throws a `DaemonError` naming `metrics.listen` when the address cannot be
     /// bound (in use, not an address of this host).
@@ -84,22 +91,47 @@ public final class MetricsServer: Sendable {
         address: MetricsAddress, source: MetricsSource, logger: Logger, limits: Limits = Limits()
     ) throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
         let connections = ConnectionCount(limits: limits, logger: logger)
-        let cache = ScrapeCache(source: source, interval: limits.snapshotInterval)
-        let running = Running()
+        let phase = Phase()
+        let answers = Answers(
+            metrics: Coalesced(interval: limits.snapshotInterval) { deliver in
+                source.snapshot { snapshot in
+                    guard phase.current == .serving else { return }
+                    // Rendered on the server's thread, not the daemon's.
+                    loop.execute { deliver(ByteBuffer(bytes: source.exposition(snapshot))) }
+                }
+            },
+            hosts: Coalesced(interval: limits.snapshotInterval) { deliver in
+                source.hosts { hosts in
+                    guard phase.current == .serving else { return }
+                    loop.execute {
+                        let encoder = ControlProtocol.encoder()
+                        encoder.outputFormatting.insert(.prettyPrinted)
+                        let body = ((try? encoder.encode(hosts)).map(Array.init) ?? Array("[]".utf8)) + [0x0A]
+                        deliver(ByteBuffer(bytes: body))
+                    }
+                }
+            })
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 64)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(
+                ChannelOptions.writeBufferWaterMark,
+                value: ChannelOptions.Types.WriteBufferWaterMark(
+                    low: limits.unreadBytes / 2, high: limits.unreadBytes)
+            )
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let source = channel.remoteAddress?.ipAddress ?? "?"
                     let admitted = connections.admit(source)
-                    try channel.pipeline.syncOperations.addHandler(
-                        RequestBounds(limits: limits, admitted: admitted, release: { connections.release(source) }))
+                    // Whatever happens to the channel from here on, its slot is given back when it closes.
+                    if admitted { channel.closeFuture.whenComplete { _ in connections.release(source) } }
+                    try channel.pipeline.syncOperations.addHandler(RequestBounds(limits: limits, admitted: admitted))
                     guard admitted else { return }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(EndpointHandler(cache: cache, running: running))
+                    try channel.pipeline.syncOperations.addHandler(EndpointHandler(answers: answers, phase: phase))
                 }
             }
         do {
@@ -109,24 +141,45 @@ public final class MetricsServer: Sendable {
             throw DaemonError(description: "metrics.listen \(address): cannot listen there: \(error)")
         }
         self.group = group
-        self.running = running
+        self.phase = phase
         var bound = address
         if let port = channel.localAddress?.port { bound.port = port }
         self.address = bound
     }
 
+    /// Starts answering (until now, requests were told 503): call it where the daemon's state is read safely.
+    public func open() {
+        phase.set(.serving)
+    }
+
     /// Closes the listener and every connection.
     public func stop() {
-        running.flag.store(false, ordering: .sequentiallyConsistent)
+        phase.set(.stopped)
         try? channel.close().wait()
         try? group.syncShutdownGracefully()
     }
 }
 
-/// Whether the server still runs (its event loop takes tasks).
-private final class Running: Sendable {
-    let flag = Atomic(true)
-    var isRunning: Bool { flag.load(ordering: .sequentiallyConsistent) }
+/// Where the server is in its life: listening but not answering yet, answering, or stopped (its event loop takes
+/// no more tasks).
+private final class Phase: Sendable {
+    enum Value: Int {
+        case starting = 0
+        case serving, stopped
+    }
+    private let value = Atomic(Value.starting.rawValue)
+
+    var current: Value { Value(rawValue: value.load(ordering: .acquiring)) ?? .stopped }
+
+    func set(_ next: Value) {
+        value.store(next.rawValue, ordering: .releasing)
+    }
+}
+
+/// The two answers that read the daemon, each taken and rendered once per interval for every client.
+private struct Answers: Sendable {
+    let metrics: Coalesced
+    let hosts: Coalesced
 }
 
 /// Connections open now, in all and per source address.
@@ -185,16 +238,14 @@ private final class RequestBounds: ChannelDuplexHandler {
 
     private let limits: MetricsServer.Limits
     private let admitted: Bool
-    private let release: () -> Void
     /// Bytes of the request under way (0: none started).
     private var received = 0
     private var deadline: Scheduled<Void>?
     private var refused = false
 
-    init(limits: MetricsServer.Limits, admitted: Bool, release: @escaping () -> Void) {
+    init(limits: MetricsServer.Limits, admitted: Bool) {
         self.limits = limits
         self.admitted = admitted
-        self.release = release
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -209,7 +260,6 @@ private final class RequestBounds: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         deadline?.cancel()
-        if admitted { release() }
         context.fireChannelInactive()
     }
 
@@ -262,44 +312,46 @@ extension TimeAmount {
     }
 }
 
-/// Takes what a scrape reads from the daemon at most every `interval`, and once for all who ask meanwhile.
-private final class ScrapeCache: Sendable {
-    let source: MetricsSource
+/// One answer read from the daemon at most every `interval`, and once for all who ask meanwhile: the rendered
+/// bytes, shared by every response (a `ByteBuffer` is copied on write only).
+private final class Coalesced: Sendable {
     private let interval: Duration
+    /// Reads the daemon and hands the rendered answer over on the server's thread.
+    private let fetch: @Sendable (@escaping @Sendable (ByteBuffer) -> Void) -> Void
     private let state = Mutex<State>(State())
 
     private struct State {
-        var last: (at: ContinuousClock.Instant, snapshot: MetricsSnapshot)?
-        var waiting: [@Sendable (MetricsSnapshot) -> Void] = []
+        var last: (at: ContinuousClock.Instant, body: ByteBuffer)?
+        var waiting: [@Sendable (ByteBuffer) -> Void] = []
     }
 
-    init(source: MetricsSource, interval: Duration) {
-        self.source = source
+    init(interval: Duration, fetch: @escaping @Sendable (@escaping @Sendable (ByteBuffer) -> Void) -> Void) {
         self.interval = interval
+        self.fetch = fetch
     }
 
-    /// Hands `body` a snapshot no older than the interval, from any thread.
-    func snapshot(_ body: @escaping @Sendable (MetricsSnapshot) -> Void) {
+    /// Hands `body` an answer no older than the interval.
+    func answer(_ body: @escaping @Sendable (ByteBuffer) -> Void) {
         enum Next {
-            case use(MetricsSnapshot)
+            case use(ByteBuffer)
             case wait, ask
         }
         let next = state.withLock { state -> Next in
-            if let last = state.last, ContinuousClock.now - last.at < interval { return .use(last.snapshot) }
+            if let last = state.last, ContinuousClock.now - last.at < interval { return .use(last.body) }
             state.waiting.append(body)
             return state.waiting.count == 1 ? .ask : .wait
         }
         switch next {
-        case .use(let snapshot): body(snapshot)
+        case .use(let answer): body(answer)
         case .wait: return
         case .ask:
-            source.snapshot { [self] snapshot in
+            fetch { [self] answer in
                 let waiting = state.withLock { state in
-                    state.last = (ContinuousClock.now, snapshot)
+                    state.last = (ContinuousClock.now, answer)
                     defer { state.waiting = [] }
                     return state.waiting
                 }
-                for body in waiting { body(snapshot) }
+                for body in waiting { body(answer) }
             }
         }
     }
@@ -310,13 +362,13 @@ private final class EndpointHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
-    private let cache: ScrapeCache
-    private let running: Running
+    private let answers: Answers
+    private let phase: Phase
     private var head: HTTPRequestHead?
 
-    init(cache: ScrapeCache, running: Running) {
-        self.cache = cache
-        self.running = running
+    init(answers: Answers, phase: Phase) {
+        self.answers = answers
+        self.phase = phase
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -334,55 +386,53 @@ private final class EndpointHandler: ChannelInboundHandler {
     }
 
     private func route(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        // A client that asks again while most of the last answer waits unread is not reading: closed, rather
+        // than have answers pile up for it.
+        guard context.channel.isWritable else {
+            context.close(promise: nil)
+            return
+        }
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         let known = path == "/metrics" || path == "/hosts.json"
         guard known else {
             respond(
                 context, head, .notFound, "text/plain; charset=utf-8",
-                Array("not found: /metrics or /hosts.json\n".utf8))
+                ByteBuffer(string: "not found: /metrics or /hosts.json\n"))
             return
         }
         guard head.method == .GET || head.method == .HEAD else {
             respond(
-                context, head, .methodNotAllowed, "text/plain; charset=utf-8", Array("only GET and HEAD\n".utf8),
+                context, head, .methodNotAllowed, "text/plain; charset=utf-8",
+                ByteBuffer(string: "only GET and HEAD\n"),
                 extra: [("Allow", "GET, HEAD")])
+            return
+        }
+        guard phase.current == .serving else {
+            respond(
+                context, head, .serviceUnavailable, "text/plain; charset=utf-8", ByteBuffer(string: "starting\n"),
+                extra: [("Retry-After", "1")])
             return
         }
         let loop = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let eventLoop = context.eventLoop
-        let cache = self.cache
-        let running = self.running
-        if path == "/metrics" {
-            cache.snapshot { snapshot in
-                guard running.isRunning else { return }
-                eventLoop.execute {
-                    let (handler, context) = loop.value
-                    handler.respond(
-                        context, head, .ok, DaemonMetrics.contentType, cache.source.exposition(snapshot))
-                }
-            }
-        } else {
-            cache.source.hosts { hosts in
-                guard running.isRunning else { return }
-                eventLoop.execute {
-                    let (handler, context) = loop.value
-                    let encoder = ControlProtocol.encoder()
-                    encoder.outputFormatting.insert(.prettyPrinted)
-                    let body = ((try? encoder.encode(hosts)).map(Array.init) ?? Array("[]".utf8)) + [0x0A]
-                    handler.respond(context, head, .ok, "application/json", body)
-                }
+        let (answer, contentType) =
+            path == "/metrics" ? (answers.metrics, DaemonMetrics.contentType) : (answers.hosts, "application/json")
+        answer.answer { body in
+            eventLoop.execute {
+                let (handler, context) = loop.value
+                handler.respond(context, head, .ok, contentType, body)
             }
         }
     }
 
     private func respond(
         _ context: ChannelHandlerContext, _ request: HTTPRequestHead, _ status: HTTPResponseStatus,
-        _ contentType: String, _ body: [UInt8], extra: [(String, String)] = []
+        _ contentType: String, _ body: ByteBuffer, extra: [(String, String)] = []
     ) {
         guard context.channel.isActive else { return }
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: contentType)
-        headers.add(name: "Content-Length", value: String(body.count))
+        headers.add(name: "Content-Length", value: String(body.readableBytes))
         for (name, value) in extra { headers.add(name: name, value: value) }
         let keepAlive = request.isKeepAlive
         headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
@@ -391,7 +441,7 @@ private final class EndpointHandler: ChannelInboundHandler {
             promise: nil)
         if request.method != .HEAD {
             context.write(
-                wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+                wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         }
         let channel = context.channel
         let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))

@@ -13,9 +13,10 @@ import Testing
         let snapshots = Mutex(0)
     }
 
-    static func server(limits: MetricsServer.Limits = MetricsServer.Limits(), asked: Asked = Asked()) throws
-        -> MetricsServer
-    {
+    /// A server on a free loopback port, answering (`open`) unless told otherwise.
+    static func server(
+        limits: MetricsServer.Limits = MetricsServer.Limits(), asked: Asked = Asked(), open: Bool = true
+    ) throws -> MetricsServer {
         let metrics = DaemonMetrics(version: "1.2.3")
         let host = HostSummary(
             name: "sleepy.local", ownerMAC: "02:66:00:00:00:02", wakeMAC: "02:66:00:00:00:02", interface: "eth0",
@@ -31,9 +32,52 @@ import Testing
             },
             hosts: { reply in reply([host]) },
             exposition: { metrics.exposition($0) })
-        return try MetricsServer(
+        let server = try MetricsServer(
             address: MetricsAddress(address: .v4(IPv4Address(127, 0, 0, 1)), port: 0), source: source,
             logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, limits: limits)
+        if open { server.open() }
+        return server
+    }
+
+    /// Listening before the daemon runs, it reads nothing of the daemon: 503 with Retry-After until opened.
+    @Test func nothingIsReadBeforeTheDaemonRuns() throws {
+        let asked = Asked()
+        let server = try Self.server(asked: asked, open: false)
+        defer { server.stop() }
+        let early = try httpGet(host: "127.0.0.1", port: server.address.port, "/metrics")
+        #expect(early.status == 503 && early.headers["retry-after"] == "1", "\(early)")
+        #expect(try httpGet(host: "127.0.0.1", port: server.address.port, "/hosts.json").status == 503)
+        #expect(asked.snapshots.withLock { $0 } == 0)
+        server.open()
+        #expect(try httpGet(host: "127.0.0.1", port: server.address.port, "/metrics").status == 200)
+        #expect(asked.snapshots.withLock { $0 } == 1)
+    }
+
+    /// A client that pipelines requests and never reads is closed once its unread answers pass the bound, instead
+    /// of having every answer queued for it (each is hundreds of times its request).
+    @Test func aClientThatDoesNotReadIsClosed() throws {
+        var limits = MetricsServer.Limits()
+        limits.unreadBytes = 16 * 1024
+        // Pipelined requests arrive together; the bound on a request's size is not what this tests.
+        limits.requestBytes = 1 << 20
+        let server = try Self.server(limits: limits)
+        defer { server.stop() }
+        let connection = try TCPConnection(host: "127.0.0.1", port: server.address.port, timeout: .seconds(3))
+        let requests = 20_000
+        // In small bursts, a moment apart: each is read and answered before the next, so that no request passes
+        // the size bound (the bound on requests is not what this tests).
+        let burst = Array(String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 10).utf8)
+        var sent = 0
+        while sent < requests, connection.send(burst) {
+            sent += 10
+            usleep(300)
+        }
+        let (bytes, closed) = connection.receive()
+        let answers = String(decoding: bytes, as: UTF8.self).components(separatedBy: "HTTP/1.1 200").count - 1
+        #expect(closed, "\(answers) answers read, the connection still open")
+        #expect(answers < requests, "sent \(sent)")
+        // Others are still served.
+        #expect(try httpGet(host: "127.0.0.1", port: server.address.port, "/metrics").status == 200)
     }
 
     @Test func metricsAndHostsWithTheirContentTypes() throws {

@@ -208,6 +208,14 @@ import Testing
             held: ["eth0": HeldCounts(), "eth1": HeldCounts(hosts: 2)])
         #expect(values["sleepproxy_capture_frames_received_total{interface=\"eth0\"}"] == 15)
         #expect(values["sleepproxy_hosts_held{interface=\"eth1\"}"] == 2)
+        // libpcap's received count wraps (32 bits) while the drops do not: only the received count starts over,
+        // the drops are not added again.
+        values = scrape(
+            ["eth0": CaptureCounts(received: 4, droppedByKernel: 3, droppedByInterface: 0, droppedByDaemon: 1)],
+            held: ["eth0": HeldCounts()])
+        #expect(values["sleepproxy_capture_frames_received_total{interface=\"eth0\"}"] == 19)
+        #expect(values["sleepproxy_capture_frames_dropped_total{interface=\"eth0\",by=\"kernel\"}"] == 3)
+        #expect(values["sleepproxy_capture_frames_dropped_total{interface=\"eth0\",by=\"daemon\"}"] == 1)
         values = scrape([:], held: ["eth1": HeldCounts(hosts: 1)])
         #expect(values["sleepproxy_capture_frames_received_total{interface=\"eth0\"}"] == nil)
         #expect(values["sleepproxy_hosts_held{interface=\"eth0\"}"] == nil)

@@ -61,8 +61,12 @@ import Testing
             close(first)
             close(second)
         }
-        queue.sync {}
-        usleep(100_000)
+        // Until the server has accepted both (its queue takes them in its own time).
+        let deadline = ContinuousClock.now + .seconds(5)
+        while queue.sync(execute: { server.openConnections }) < 2, ContinuousClock.now < deadline {
+            usleep(1_000)
+        }
+        try #require(queue.sync { server.openConnections } == 2, "the server accepted the two connections")
         let third = try Self.connect(server.path)
         defer { close(third) }
         let refused = Self.readAll(third)
