@@ -10,7 +10,7 @@
 #   frames     Ethernet frame parsing (Frames)
 #   control    control socket request lines, split, size-limited and decoded as the daemon does (SleepProxyControl)
 #   keepalive  the RDATA of keepalive records (SleepProxyCore)
-#   config     the config file (SleepProxyDaemon, on TOMLKit)
+#   config     the config file (SleepProxyDaemon's Config/, on TOMLKit)
 #
 # The project's modules are compiled here with swiftc, instrumented. The config target also links TOMLKit (with
 # its C++ toml++), swift-log and CNetSupport as SwiftPM's debug build made them, uninstrumented: after `make build`
@@ -118,8 +118,10 @@ if wants config; then
     together "module LeaseStore NetworkAddresses DNSWire SleepProxyCore -- \$(sources LeaseStore)" \
         "module NetworkIO NetworkAddresses SleepProxyCore -- \$(sources NetworkIO)" \
         "module TOMLConfig -- \$(sources TOMLConfig)"
+    # Of SleepProxyDaemon, the config file's part (Config/): the rest (the metrics endpoint on swift-nio, the
+    # shells) is not what this target fuzzes, and would need every package's modules and objects here.
     module SleepProxyDaemon NetworkAddresses DNSWire Frames SleepProxyCore LeaseStore SleepProxyControl NetworkIO \
-        TOMLConfig -- $(sources SleepProxyDaemon)
+        TOMLConfig -- $(sources SleepProxyDaemon/Config)
 fi
 
 build() {  # build TARGET MAIN OBJECTS...: the fuzzer executable
