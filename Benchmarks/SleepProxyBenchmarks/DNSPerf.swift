@@ -9,31 +9,76 @@ import TestLab
     import Glibc
 #endif
 
+/// What one dnsperf run reported.
 struct DNSPerfResult {
     var qps: Double
+    var sent = 0
+    var completed = 0
+    var lost = 0
     var lostPercent: Double
+    /// Answers by response code (`NOERROR`, `NXDOMAIN`, ...).
+    var responseCodes: [String: Int] = [:]
     /// Seconds, one per answered query (from dnsperf -v).
     var latencies: [Double]
+
+    /// Why the run does not count as a clean measurement: queries lost, answers other than NOERROR, or none at
+    /// all. Nil when clean.
+    var flaw: String? {
+        var problems: [String] = []
+        if completed == 0 { problems.append("no answers") }
+        if lost > 0 { problems.append("\(lost) of \(sent) queries lost") }
+        let others = responseCodes.filter { $0.key != "NOERROR" && $0.value > 0 }.sorted { $0.key < $1.key }
+        if !others.isEmpty {
+            problems.append(
+                "answers other than NOERROR: " + others.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        }
+        return problems.isEmpty ? nil : problems.joined(separator: "; ")
+    }
 }
 
-func dnsperf(_ lab: Lab, server: String, file: String, seconds: Int, extra: [String]) async throws -> DNSPerfResult {
+/// dnsperf from the waker at `server`, `port`.
+func dnsperf(
+    _ lab: Lab, server: String, port: Int = 5353, file: String, seconds: Int, extra: [String]
+) async throws -> DNSPerfResult {
     let result = try await lab.run(
-        .waker, ["dnsperf", "-s", server, "-p", "5353", "-d", file, "-l", String(seconds), "-v"] + extra,
+        .waker, ["dnsperf", "-s", server, "-p", String(port), "-d", file, "-l", String(seconds), "-v"] + extra,
         timeout: .seconds(Int64(seconds) + 30))
-    var qps = 0.0
-    var lost = 0.0
-    var latencies: [Double] = []
-    for line in result.stdout.split(separator: "\n") {
-        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-        if line.contains("Queries per second:"), let value = fields.last.flatMap({ Double($0) }) {
-            qps = value
-        } else if line.contains("Queries lost:"), let percent = fields.last {
-            lost = Double(percent.trimmingCharacters(in: CharacterSet(charactersIn: "()%"))) ?? 0
-        } else if line.hasPrefix(">"), let value = fields.last.flatMap({ Double($0) }) {
-            latencies.append(value)
+    return parseDNSPerf(result.stdout)
+}
+
+/// Reads dnsperf's summary (`Queries sent:`, `Queries completed:`, `Queries lost:`, `Response codes:`,
+/// `Queries per second:`) and its per-query lines (`> NOERROR ... 0.000123` with -v).
+func parseDNSPerf(_ output: String) -> DNSPerfResult {
+    var parsed = DNSPerfResult(qps: 0, lostPercent: 0, latencies: [])
+    func count(_ line: Substring) -> Int {
+        line.split(separator: ":", maxSplits: 1).last?.split(separator: " ").first.flatMap { Int($0) } ?? 0
+    }
+    for line in output.split(separator: "\n") {
+        let trimmed = line.trimmingCharacters(in: .whitespaces)
+        let fields = trimmed.split(separator: " ", omittingEmptySubsequences: true)
+        if trimmed.hasPrefix("Queries per second:"), let value = fields.last.flatMap({ Double($0) }) {
+            parsed.qps = value
+        } else if trimmed.hasPrefix("Queries sent:") {
+            parsed.sent = count(line)
+        } else if trimmed.hasPrefix("Queries completed:") {
+            parsed.completed = count(line)
+        } else if trimmed.hasPrefix("Queries lost:") {
+            parsed.lost = count(line)
+            if let percent = fields.last {
+                parsed.lostPercent = Double(percent.trimmingCharacters(in: CharacterSet(charactersIn: "()%"))) ?? 0
+            }
+        } else if trimmed.hasPrefix("Response codes:") {
+            // "Response codes:       NOERROR 1234 (99.00%), NXDOMAIN 12 (1.00%)"
+            let list = trimmed.dropFirst("Response codes:".count)
+            for entry in list.split(separator: ",") {
+                let parts = entry.split(separator: " ", omittingEmptySubsequences: true)
+                if parts.count >= 2, let number = Int(parts[1]) { parsed.responseCodes[String(parts[0])] = number }
+            }
+        } else if trimmed.hasPrefix(">"), let value = fields.last.flatMap({ Double($0) }) {
+            parsed.latencies.append(value)
         }
     }
-    return DNSPerfResult(qps: qps, lostPercent: lost, latencies: latencies)
+    return parsed
 }
 
 /// A config file that lifts the per-source limits: benchmarks measure capacity, not policy. dnsperf is one querier

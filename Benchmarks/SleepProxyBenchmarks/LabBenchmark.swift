@@ -13,13 +13,13 @@ import TestLab
     import Glibc
 #endif
 
-// The figures of `make bench` that need the namespace lab: mDNS answers against avahi-daemon, wake latency, and
-// how both grow with the number of held hosts, with the daemon's memory and idle CPU.
+// The figures of `make bench` that need the namespace lab: mDNS answers against avahi-daemon and against the
+// ceiling (a responder that does no work), wake latency, and how all of them grow with the number of held hosts,
+// with the daemon's memory, idle CPU and the CPU a registration costs it.
 //
-// Every held host `i` is what a sleeping Mac registers for one service: `host<i>.local` A (off the lab's link,
-// so nothing to take over for it), `host<i>._ssh._tcp.local` SRV and TXT, the `_ssh._tcp.local` browse PTR, and
-// the reverse mapping of an IPv6 address on the lab's link, fd77::3:0:<i>, which the proxy takes over and wakes
-// the host for.
+// Every held host `i` registers what a Mac registers (the 25 records of `macRegistration`): `host<i>.local` A (off
+// the lab's link, so nothing to take over for it) and AAAA fd77::3:0:<i> (on the lab's link: the proxy takes it
+// over and wakes the host for it), four services, screen sharing, device info, Kerberos, the reverse mappings.
 
 /// One run's held hosts and what is asked of them.
 struct HeldHostsProfile {
@@ -41,40 +41,34 @@ struct HeldHostsProfile {
     }
 
     func registration(_ index: Int) throws -> [UInt8] {
-        let host = try DNSName(labels: [name(index), "local"])
-        let instance = try DNSName(labels: [name(index), "_ssh", "_tcp", "local"])
-        let records: [DNSRecord] = [
-            DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .a(ipv4(index))),
-            DNSRecord(name: ReverseMapping.name(of: .v6(ipv6(index))), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
-            DNSRecord(name: instance, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 22, target: host))),
-            DNSRecord(name: instance, ttl: 4500, cacheFlush: true, rdata: .txt(try TXTData([""]))),
-            DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
-        ]
-        return ClientMessage.update(
-            id: UInt16(truncatingIfNeeded: index + 1), records: records,
-            owner: OwnerOption(sequence: 1, primaryMAC: mac(index)))
+        try macRegistration(
+            name: name(index), ipv4: ipv4(index), ipv6: ipv6(index), mac: mac(index),
+            id: UInt16(truncatingIfNeeded: index + 1))
     }
 
-    /// dnsperf's query file: A, SRV and TXT for each sampled host.
-    func queryFile(_ path: String) throws {
-        let lines = sample(50).flatMap { index in
+    /// dnsperf's query file: A, SRV and TXT for each of `hosts` (by default 50 spread over all: 150 questions,
+    /// which the daemon's answer cache holds after their first round).
+    func queryFile(_ path: String, hosts: [Int]? = nil) throws {
+        let lines = (hosts ?? sample(50)).flatMap { index in
             ["\(name(index)).local A", "\(name(index))._ssh._tcp.local SRV", "\(name(index))._ssh._tcp.local TXT"]
         }
         try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
     }
 }
 
-/// Registers every host of `profile` from the sleeper, 64 in flight; throws if one goes unanswered.
-func register(_ profile: HeldHostsProfile, in lab: Lab) throws {
+/// Registers the hosts `indices` of `profile` (all of them by default) from the sleeper, 64 in flight; throws if
+/// one goes unanswered.
+func register(_ profile: HeldHostsProfile, _ indices: Range<Int>? = nil, in lab: Lab) throws {
+    let indices = indices ?? 0..<profile.count
     let client = try lab.withNamespace(.sleeper) { try DatagramSocket(family: .ipv4, interface: "eth0", port: 0) }
     defer { client.close() }
     let proxy = Endpoint(address: IPAddress(lab.host(.proxy).ipv4)!, port: 5354)
     let source = IPAddress(lab.host(.sleeper).ipv4)!
-    var next = 0
+    var next = indices.lowerBound
     var answered = 0
     var lastProgress = ContinuousClock.now
-    while answered < profile.count {
-        while next < profile.count, next - answered < 64 {
+    while answered < indices.count {
+        while next < indices.upperBound, next - indices.lowerBound - answered < 64 {
             try client.send(try profile.registration(next), to: proxy, scopeID: 0, from: source, interfaceIndex: 0)
             next += 1
         }
@@ -85,7 +79,7 @@ func register(_ profile: HeldHostsProfile, in lab: Lab) throws {
             var descriptor = pollfd(fd: client.fileDescriptor, events: Int16(POLLIN), revents: 0)
             _ = poll(&descriptor, 1, 100)
             guard ContinuousClock.now - lastProgress < .seconds(15) else {
-                throw TimeoutError("registrations went unanswered: \(answered) of \(profile.count)")
+                throw TimeoutError("registrations went unanswered: \(answered) of \(indices.count)")
             }
         }
     }
@@ -93,7 +87,10 @@ func register(_ profile: HeldHostsProfile, in lab: Lab) throws {
 
 /// The release daemon in the lab's proxy namespace, per-source limits lifted (benchmarks measure capacity).
 func startLabDaemon(_ lab: Lab, advertise: Bool = false) async throws -> LabProcess {
-    let daemonPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    // SLEEPPROXYD names another build (an A/B comparison against an earlier commit, with this benchmark).
+    let daemonPath =
+        ProcessInfo.processInfo.environment["SLEEPPROXYD"]
+        ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         .appendingPathComponent("sleepproxyd").path
     guard FileManager.default.isExecutableFile(atPath: daemonPath) else {
         throw TimeoutError("build sleepproxyd first (swift build -c release --product sleepproxyd)")
@@ -103,24 +100,51 @@ func startLabDaemon(_ lab: Lab, advertise: Bool = false) async throws -> LabProc
         [
             daemonPath, "--config", try capacityConfig(in: lab), "--interface", "eth0", "--state-dir",
             lab.workDirectory + "/state", "--registration-port", "5354", "--maximum-records", "1000000",
-            "--log-level", "info",
+            "--log-level", "info", "--metrics-listen", "127.0.0.1:\(labMetricsPort)",
         ] + (advertise ? [] : ["--no-advertise"]))
-    _ = try await eventually("sleepproxyd to start", within: .seconds(10)) {
+    _ = try await eventually("sleepproxyd to start", within: .seconds(30)) {
         daemon.stderr.contains("registrations on UDP port") ? true : nil
     }
     return daemon
 }
 
+/// The lab daemon's metrics endpoint, on the proxy namespace's loopback.
+let labMetricsPort = 9187
+
+/// The lab daemon's counters now (`name{labels}` to value), from its metrics endpoint; empty if it cannot be read.
+func labMetrics(_ lab: Lab) -> [String: Double] {
+    guard
+        let reply = try? lab.withNamespace(
+            .proxy,
+            {
+                try httpGet(host: "127.0.0.1", port: labMetricsPort, "/metrics")
+            }), reply.status == 200
+    else { return [:] }
+    var values: [String: Double] = [:]
+    for line in reply.text.split(separator: "\n") where !line.hasPrefix("#") {
+        let parts = line.split(separator: " ")
+        if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
+    }
+    return values
+}
+
 /// What dnsperf measured, in the figures' units.
 struct AnswerFigures {
-    var qps: Double
-    var lostPercent: Double
+    var load: DNSPerfResult
+    var paced: DNSPerfResult?
     /// The responder's CPU time (user and system) per answer under full load: its capacity, whatever the load
     /// generator, which shares the machine, manages to send.
     var cpuMicrosecondsPerAnswer: Double?
-    var loadP99Microseconds: Double?
-    var pacedP99Microseconds: Double?
-    var pacedP50Microseconds: Double?
+
+    var qps: Double { load.qps }
+    var loadP99Microseconds: Double? { percentile(load.latencies.sorted(), 0.99).map { $0 * 1e6 } }
+    var pacedP99Microseconds: Double? { paced.flatMap { percentile($0.latencies.sorted(), 0.99) }.map { $0 * 1e6 } }
+    var pacedP50Microseconds: Double? { paced.flatMap { percentile($0.latencies.sorted(), 0.50) }.map { $0 * 1e6 } }
+    /// Losses or errors in either run.
+    var flaw: String? {
+        let flaws = [load.flaw.map { "under load: \($0)" }, paced?.flaw.map { "paced: \($0)" }].compactMap { $0 }
+        return flaws.isEmpty ? nil : flaws.joined(separator: "; ")
+    }
 }
 
 func percentile(_ sorted: [Double], _ p: Double) -> Double? {
@@ -132,25 +156,55 @@ func microseconds(_ value: Double?) -> String {
     value.map { String(Int($0.rounded())) } ?? "n/a"
 }
 
-/// dnsperf from the waker at `server`: at full load (128 outstanding) for `seconds`, then paced at 1,000 queries
-/// a second for `pacedSeconds`.
+/// dnsperf from the waker at `server`, `port`: at full load (128 outstanding) for `seconds`, then, unless
+/// `pacedSeconds` is 0, paced at 1,000 queries a second for `pacedSeconds`.
 func measureAnswers(
-    _ lab: Lab, server: String, file: String, seconds: Int, pacedSeconds: Int, responder: Int32
+    _ lab: Lab, server: String, port: Int = 5353, file: String, seconds: Int, pacedSeconds: Int, responder: Int32
 ) async throws -> AnswerFigures {
     let cpuBefore = processCPUSeconds(responder)
-    let load = try await dnsperf(lab, server: server, file: file, seconds: seconds, extra: ["-q", "128", "-c", "1"])
+    let load = try await dnsperf(
+        lab, server: server, port: port, file: file, seconds: seconds, extra: ["-q", "128", "-c", "1"])
     let cpu = processCPUSeconds(responder) - cpuBefore
-    let answered = load.qps * Double(seconds)
-    let paced = try await dnsperf(
-        lab, server: server, file: file, seconds: pacedSeconds, extra: ["-q", "16", "-Q", "1000"])
-    let loadSorted = load.latencies.sorted()
-    let pacedSorted = paced.latencies.sorted()
+    let paced =
+        pacedSeconds > 0
+        ? try await dnsperf(
+            lab, server: server, port: port, file: file, seconds: pacedSeconds, extra: ["-q", "16", "-Q", "1000"])
+        : nil
+    let answered = Double(load.completed)
     return AnswerFigures(
-        qps: load.qps, lostPercent: load.lostPercent,
-        cpuMicrosecondsPerAnswer: answered > 0 && cpu.isFinite ? cpu * 1e6 / answered : nil,
-        loadP99Microseconds: percentile(loadSorted, 0.99).map { $0 * 1e6 },
-        pacedP99Microseconds: percentile(pacedSorted, 0.99).map { $0 * 1e6 },
-        pacedP50Microseconds: percentile(pacedSorted, 0.50).map { $0 * 1e6 })
+        load: load, paced: paced, cpuMicrosecondsPerAnswer: answered > 0 && cpu.isFinite ? cpu * 1e6 / answered : nil)
+}
+
+/// The figures of one responder over the rounds of a comparison.
+struct ResponderRuns {
+    var qps = Samples()
+    var cpu = Samples()
+    var loadP99 = Samples()
+    var pacedP50 = Samples()
+    var pacedP99 = Samples()
+    var flaws: [String] = []
+
+    mutating func add(_ figures: AnswerFigures, round: Int) {
+        qps.append(figures.qps)
+        if let value = figures.cpuMicrosecondsPerAnswer { cpu.append(value) }
+        if let value = figures.loadP99Microseconds { loadP99.append(value) }
+        if let value = figures.pacedP50Microseconds { pacedP50.append(value) }
+        if let value = figures.pacedP99Microseconds { pacedP99.append(value) }
+        if let flaw = figures.flaw { flaws.append("run \(round): \(flaw)") }
+    }
+
+    /// `prefix_qps`, its runs, and the rest, as `figure: value` lines.
+    func print(_ prefix: String, latency: Bool) {
+        Swift.print("\(prefix)_qps: \(qps.median.map { String(format: "%.0f", $0) } ?? "n/a")")
+        Swift.print("\(prefix)_qps_runs: \(qps.summary())")
+        Swift.print("\(prefix)_cpu_us_per_answer: \(cpu.median.map { String(format: "%.2f", $0) } ?? "n/a")")
+        if latency {
+            Swift.print("\(prefix)_latency_p99_us: \(microseconds(loadP99.median))")
+            Swift.print("\(prefix)_paced_p50_us: \(microseconds(pacedP50.median))")
+            Swift.print("\(prefix)_paced_p99_us: \(microseconds(pacedP99.median))")
+        }
+        Swift.print("\(prefix)_runs_clean: \(flaws.isEmpty ? "yes" : "no: " + flaws.joined(separator: " | "))")
+    }
 }
 
 /// Wake latency for each sampled host: a SYN to its address from the waker, 20 ms apart; from the SYN on the
@@ -209,59 +263,95 @@ func waitForTakeovers(_ daemon: LabProcess, limit: Duration) async throws {
     }
 }
 
-/// `make bench`'s mDNS figures: sleepproxyd with 50 held hosts, then avahi-daemon serving the same names from the
-/// proxy's namespace (rate limit off: capacity, not policy; and with Debian's default limit, for reference).
-func runMDNSComparison(seconds: Int = 10) async throws {
+/// `make bench`'s mDNS figures: sleepproxyd with 50 held hosts, avahi-daemon serving the same names from the
+/// proxy's namespace (rate limit off: capacity, not policy; and with Debian's default limit, for reference), and the
+/// ceiling responder, unbatched and batched, with the same load. Each is measured `rounds` times, alternating
+/// (sleepproxyd, ceiling, ceiling batched, avahi-daemon; again), and the median reported with the runs beside it.
+/// The ratios are the medians of each round's own ratio. The daemon is restarted for each round (it restores its
+/// hosts from the lease store): avahi-daemon needs the mDNS port to itself.
+func runMDNSComparison(seconds: Int = 10, rounds: Int = 3) async throws {
     guard try labReady("mdns", tools: ["dnsperf", "avahi-daemon", "dbus-daemon"]) else { return }
     let profile = HeldHostsProfile(count: 50)
     try await Lab.withLab { lab in
         let file = lab.workDirectory + "/queries.txt"
         try profile.queryFile(file)
         let proxyAddress = lab.host(.proxy).ipv4
-
-        let daemon = try await startLabDaemon(lab)
-        try register(profile, in: lab)
-        try await waitForTakeovers(daemon, limit: .seconds(20))
-        let ours = try await measureAnswers(
-            lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: seconds, responder: daemon.pid)
-        daemon.signal(SIGTERM)
-        _ = daemon.wait(timeout: .seconds(10))
-
+        let ceilingBinary = try buildCeiling(in: lab)
+        var ours = ResponderRuns()
+        var avahi = ResponderRuns()
+        var ceiling = ResponderRuns()
+        var batched = ResponderRuns()
         let services = profile.sample(50).map {
             AvahiService(name: profile.name($0), type: "_ssh._tcp", port: 22, hostName: "\(profile.name($0)).local")
         }
         let hosts = profile.sample(50).map { (name: "\(profile.name($0)).local", address: "\(profile.ipv4($0))") }
-        let unlimited = try await lab.startAvahi(
-            on: .proxy, hostName: "proxy", services: services, staticHosts: hosts,
-            configuration: ["server": ["ratelimit-interval-usec": "0", "ratelimit-burst": "0"]])
-        let theirs = try await measureAnswers(
-            lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: seconds,
-            responder: unlimited.daemon.pid)
-        await unlimited.stop(graceful: true)
+
+        for round in 1...rounds {
+            let daemon = try await startLabDaemon(lab)
+            if round == 1 { try register(profile, in: lab) }
+            try await waitForTakeovers(daemon, limit: .seconds(30))
+            let stopProfile = round == 1 ? startProfile(daemon.pid, name: "mdns-50-hosts") : {}
+            let figures = try await measureAnswers(
+                lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: 0, responder: daemon.pid)
+            stopProfile()
+            // The paced run after the load run, as for avahi-daemon below.
+            let paced = try await dnsperf(
+                lab, server: proxyAddress, file: file, seconds: seconds / 2, extra: ["-q", "16", "-Q", "1000"])
+            ours.add(
+                AnswerFigures(
+                    load: figures.load, paced: paced, cpuMicrosecondsPerAnswer: figures.cpuMicrosecondsPerAnswer),
+                round: round)
+            if let ceilingBinary {
+                // The daemon stays up, idle: the ceiling's port is not one it captures.
+                for mode in [false, true] {
+                    let responder = try await startCeiling(lab, binary: ceilingBinary, batched: mode)
+                    let figures = try await measureAnswers(
+                        lab, server: proxyAddress, port: ceilingPort, file: file, seconds: seconds, pacedSeconds: 0,
+                        responder: responder.pid)
+                    _ = responder.terminate()
+                    if mode { batched.add(figures, round: round) } else { ceiling.add(figures, round: round) }
+                }
+            }
+            daemon.signal(SIGTERM)
+            _ = daemon.wait(timeout: .seconds(10))
+
+            let unlimited = try await lab.startAvahi(
+                on: .proxy, hostName: "proxy", services: services, staticHosts: hosts,
+                configuration: ["server": ["ratelimit-interval-usec": "0", "ratelimit-burst": "0"]])
+            avahi.add(
+                try await measureAnswers(
+                    lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: seconds / 2,
+                    responder: unlimited.daemon.pid), round: round)
+            await unlimited.stop(graceful: true)
+        }
         let throttled = try await lab.startAvahi(on: .proxy, hostName: "proxy", services: services, staticHosts: hosts)
         let limited = try await dnsperf(
             lab, server: proxyAddress, file: file, seconds: 5, extra: ["-q", "128", "-c", "1"])
         await throttled.stop(graceful: true)
 
         print("mdns_held_hosts: \(profile.count)")
-        print("mdns_qps: \(Int(ours.qps))")
-        print("mdns_lost_percent: \(String(format: "%.2f", ours.lostPercent))")
-        print("mdns_latency_p99_us: \(microseconds(ours.loadP99Microseconds))")
-        print("mdns_paced_p50_us: \(microseconds(ours.pacedP50Microseconds))")
-        print("mdns_paced_p99_us: \(microseconds(ours.pacedP99Microseconds))")
-        print("avahi_mdns_qps: \(Int(theirs.qps))")
-        print("avahi_mdns_lost_percent: \(String(format: "%.2f", theirs.lostPercent))")
-        print("avahi_mdns_latency_p99_us: \(microseconds(theirs.loadP99Microseconds))")
-        print("avahi_mdns_paced_p50_us: \(microseconds(theirs.pacedP50Microseconds))")
-        print("avahi_mdns_paced_p99_us: \(microseconds(theirs.pacedP99Microseconds))")
+        print("mdns_rounds: \(rounds) of \(seconds) s each (sleepproxyd, ceiling, ceiling batched, avahi-daemon)")
+        ours.print("mdns", latency: true)
+        avahi.print("avahi_mdns", latency: true)
         print("avahi_mdns_qps_with_debian_rate_limit: \(Int(limited.qps))")
-        print("mdns_qps_vs_avahi: \(theirs.qps > 0 ? String(format: "%.2f", ours.qps / theirs.qps) : "n/a")")
-        print("mdns_cpu_us_per_answer: \(String(format: "%.2f", ours.cpuMicrosecondsPerAnswer ?? .nan))")
-        print("avahi_mdns_cpu_us_per_answer: \(String(format: "%.2f", theirs.cpuMicrosecondsPerAnswer ?? .nan))")
-        if let mine = ours.cpuMicrosecondsPerAnswer, let avahi = theirs.cpuMicrosecondsPerAnswer, mine > 0 {
-            // Answers per CPU second, ours over avahi's: the ratio a machine with a core to spare would see.
-            print("mdns_capacity_vs_avahi: \(String(format: "%.2f", avahi / mine))")
+        if ceilingBinary != nil {
+            ceiling.print("mdns_ceiling", latency: false)
+            batched.print("mdns_ceiling_batched", latency: false)
         }
+        let versusAvahi = pairedRatio(ours.qps, avahi.qps)
+        print("mdns_qps_vs_avahi: \(versusAvahi.median.map { String(format: "%.2f", $0) } ?? "n/a")")
+        print("mdns_qps_vs_avahi_runs: \(versusAvahi.summary("%.2f"))")
+        let versusCeiling = pairedRatio(ours.qps, ceiling.qps)
+        print("mdns_qps_vs_ceiling: \(versusCeiling.median.map { String(format: "%.2f", $0) } ?? "n/a")")
+        print("mdns_qps_vs_ceiling_runs: \(versusCeiling.summary("%.2f"))")
+        let versusBatched = pairedRatio(ours.qps, batched.qps)
+        print("mdns_qps_vs_ceiling_batched: \(versusBatched.median.map { String(format: "%.2f", $0) } ?? "n/a")")
+        if let mine = ours.cpu.median, let theirs = avahi.cpu.median, mine > 0 {
+            // Answers per CPU second, ours over avahi's: the ratio a machine with a core to spare would see.
+            print("mdns_capacity_vs_avahi: \(String(format: "%.2f", theirs / mine))")
+        }
+        judge(
+            "mdns_qps_vs_ceiling (50 hosts)", versusCeiling.median, ">=", 0.9, flaws: ours.flaws + ceiling.flaws)
     }
 }
 
@@ -282,21 +372,43 @@ func runWakeFigures(wakes: Int = 100) async throws {
     }
 }
 
-/// How cost grows: for each number of held hosts, the mDNS and wake figures, the daemon's memory, and its CPU
-/// while nothing happens.
-func runScaling(counts: [Int] = scalingCounts(), seconds: Int = 5) async throws {
+/// How cost grows: for each number of held hosts, the CPU a registration costs the daemon (with its take-over of
+/// the host's address), the mDNS figures against the ceiling in the same run (cached questions, and where there
+/// are more distinct questions than the answer cache keeps, uncached ones), the wake figures, the daemon's memory,
+/// and its CPU while nothing happens.
+func runScaling(counts: [Int] = scalingCounts(), seconds: Int = 5, rounds: Int = 3) async throws {
     guard try labReady("scaling", tools: ["dnsperf"]) else { return }
     var resident: [Int: Int] = [:]
+    var growth: [String] = []
     for count in counts {
         let profile = HeldHostsProfile(count: count)
         try await Lab.withLab { lab in
-            let file = lab.workDirectory + "/queries.txt"
-            try profile.queryFile(file)
+            let cached = lab.workDirectory + "/queries.txt"
+            try profile.queryFile(cached)
+            // Every host's questions, in order: more distinct questions than the cache keeps (4,096 answers) once
+            // there are 1,366 hosts, so that each is worked out afresh.
+            let uncached: String? = 3 * count > 4_096 ? lab.workDirectory + "/uncached.txt" : nil
+            if let uncached { try profile.queryFile(uncached, hosts: Array(0..<count)) }
+            let ceilingBinary = try buildCeiling(in: lab)
             let daemon = try await startLabDaemon(lab)
             defer { daemon.signal(SIGTERM) }
-            try register(profile, in: lab)
+
+            // Registrations through the whole daemon as it runs for users: capture, responder, take-over of each
+            // host's on-link address (probes, announcements, the multicast group joined), until it is quiet.
+            let first = count >= 2_000 ? 1_000 : count
+            var cpu = processCPUSeconds(daemon.pid)
+            try register(profile, 0..<first, in: lab)
             try await waitForTakeovers(daemon, limit: .seconds(60))
+            let firstCPU = processCPUSeconds(daemon.pid) - cpu
+            var registrationCPU = firstCPU
+            if first < count {
+                cpu = processCPUSeconds(daemon.pid)
+                try register(profile, first..<count, in: lab)
+                try await waitForTakeovers(daemon, limit: .seconds(120))
+                registrationCPU += processCPUSeconds(daemon.pid) - cpu
+            }
             resident[count] = processStatus(daemon.pid, "VmRSS")
+            let anonymous = processStatus(daemon.pid, "RssAnon")
 
             // Idle: nothing on the wire but what the lab's hosts send by themselves.
             // (The kernel counts a process's CPU time, exited threads included, in ticks of 10 ms: 30 s of idling
@@ -306,20 +418,101 @@ func runScaling(counts: [Int] = scalingCounts(), seconds: Int = 5) async throws 
             try await Task.sleep(for: .seconds(idleSeconds))
             let idle = (processCPUSeconds(daemon.pid) - cpuBefore) * 1000 * 60 / idleSeconds
 
-            let answers = try await measureAnswers(
-                lab, server: lab.host(.proxy).ipv4, file: file, seconds: seconds, pacedSeconds: seconds,
-                responder: daemon.pid)
+            let proxy = lab.host(.proxy).ipv4
+            var ours = ResponderRuns()
+            var oursUncached = ResponderRuns()
+            var ceiling = ResponderRuns()
+            var worked = 0.0
+            var fromCache = 0.0
+            for round in 1...rounds {
+                let stopProfile = round == 1 ? startProfile(daemon.pid, name: "mdns-\(count)-hosts") : {}
+                ours.add(
+                    try await measureAnswers(
+                        lab, server: proxy, file: cached, seconds: seconds, pacedSeconds: seconds,
+                        responder: daemon.pid), round: round)
+                stopProfile()
+                if let uncached {
+                    let before = labMetrics(lab)
+                    let stopProfile = round == 1 ? startProfile(daemon.pid, name: "mdns-uncached-\(count)-hosts") : {}
+                    oursUncached.add(
+                        try await measureAnswers(
+                            lab, server: proxy, file: uncached, seconds: seconds, pacedSeconds: 0,
+                            responder: daemon.pid), round: round)
+                    stopProfile()
+                    let after = labMetrics(lab)
+                    func delta(_ result: String) -> Double {
+                        let name = "sleepproxy_mdns_answer_cache_lookups_total{result=\"\(result)\"}"
+                        return (after[name] ?? 0) - (before[name] ?? 0)
+                    }
+                    worked += delta("miss")
+                    fromCache += delta("hit")
+                }
+                if let ceilingBinary {
+                    let responder = try await startCeiling(lab, binary: ceilingBinary, batched: false)
+                    ceiling.add(
+                        try await measureAnswers(
+                            lab, server: proxy, port: ceilingPort, file: cached, seconds: seconds, pacedSeconds: 0,
+                            responder: responder.pid), round: round)
+                    _ = responder.terminate()
+                }
+            }
             let wakes = try await measureWakes(lab, profile: profile, wakes: 100)
-            print("scaling_\(count)_hosts_mdns_qps: \(Int(answers.qps))")
-            print(
-                "scaling_\(count)_hosts_mdns_cpu_us_per_answer: \(String(format: "%.2f", answers.cpuMicrosecondsPerAnswer ?? .nan))"
-            )
-            print("scaling_\(count)_hosts_mdns_latency_p99_us: \(microseconds(answers.loadP99Microseconds))")
-            print("scaling_\(count)_hosts_mdns_paced_p99_us: \(microseconds(answers.pacedP99Microseconds))")
-            print("scaling_\(count)_hosts_wake_p50_us: \(microseconds(percentile(wakes, 0.5)))")
-            print("scaling_\(count)_hosts_wake_p99_us: \(microseconds(percentile(wakes, 0.99)))")
-            print("scaling_\(count)_hosts_rss_mb: \(megabytes(resident[count]))")
+
+            // One thousand more registrations with `count` held, from the first of them to the daemon's quiet.
+            var moreCPU: Double?
+            if count >= 2_000 {
+                let more = HeldHostsProfile(count: count + 1_000)
+                cpu = processCPUSeconds(daemon.pid)
+                try register(more, count..<count + 1_000, in: lab)
+                try await waitForTakeovers(daemon, limit: .seconds(60))
+                moreCPU = processCPUSeconds(daemon.pid) - cpu
+            }
+
+            let prefix = "scaling_\(count)_hosts"
+            let registrationEach = registrationCPU * 1e6 / Double(count)
+            print("\(prefix)_registration_cpu_us_each: \(String(format: "%.1f", registrationEach))")
+            if let moreCPU {
+                print("registration_lab_cpu_us_each_0_held: \(String(format: "%.1f", firstCPU * 1e6 / Double(first)))")
+                print("registration_lab_cpu_us_each_\(count / 1000)k_held: \(String(format: "%.1f", moreCPU * 1e3))")
+            }
+            ours.print("\(prefix)_mdns", latency: true)
+            let versusCeiling = pairedRatio(ours.qps, ceiling.qps)
+            if ceilingBinary != nil {
+                ceiling.print("\(prefix)_mdns_ceiling", latency: false)
+                print(
+                    "\(prefix)_mdns_qps_vs_ceiling: \(versusCeiling.median.map { String(format: "%.2f", $0) } ?? "n/a")"
+                )
+                print("\(prefix)_mdns_qps_vs_ceiling_runs: \(versusCeiling.summary("%.2f"))")
+            }
+            if uncached != nil {
+                oursUncached.print("\(prefix)_mdns_uncached", latency: false)
+                print("\(prefix)_mdns_uncached_lookups: \(Int(worked)) worked out, \(Int(fromCache)) from the cache")
+                if ceilingBinary != nil {
+                    let ratio = pairedRatio(oursUncached.qps, ceiling.qps)
+                    print(
+                        "\(prefix)_mdns_uncached_qps_vs_ceiling: \(ratio.median.map { String(format: "%.2f", $0) } ?? "n/a")"
+                    )
+                }
+            }
+            print("\(prefix)_wake_samples: \(wakes.count) of \(min(100, count))")
+            print("\(prefix)_wake_p50_us: \(microseconds(percentile(wakes, 0.5)))")
+            print("\(prefix)_wake_p99_us: \(microseconds(percentile(wakes, 0.99)))")
+            print("\(prefix)_rss_mb: \(megabytes(resident[count]))")
+            print("\(prefix)_rss_anon_mb: \(megabytes(anonymous))")
             print("idle_cpu_ms_per_min_\(count)_hosts: \(String(format: "%.1f", idle))")
+            if count == 10_000 {
+                judge(
+                    "mdns_qps_vs_ceiling (10,000 hosts)", versusCeiling.median, ">=", 0.9,
+                    flaws: ours.flaws + ceiling.flaws)
+                judge("wake_p99_us (10,000 hosts)", percentile(wakes, 0.99), "<=", 500)
+            }
+            let cells = [
+                "\(count)", ours.cpu.median.map { String(format: "%.2f", $0) } ?? "n/a",
+                versusCeiling.median.map { String(format: "%.2f", $0) } ?? "n/a",
+                microseconds(percentile(wakes, 0.99)), String(format: "%.1f", registrationEach),
+                megabytes(anonymous), megabytes(resident[count]), String(format: "%.1f", idle),
+            ]
+            growth.append("| " + cells.joined(separator: " | ") + " |")
         }
     }
     if let first = counts.first, let last = counts.last, last > first, let low = resident[first],
@@ -327,6 +520,13 @@ func runScaling(counts: [Int] = scalingCounts(), seconds: Int = 5) async throws 
     {
         print("rss_bytes_per_held_host: \(Int(Double(high - low) * 1024 / Double(last - first)))")
     }
+    // The README's growth table, as measured.
+    print("growth_table:")
+    print(
+        "| held hosts | CPU µs per answer | mdns_qps_vs_ceiling | wake p99 µs | registration CPU µs | RssAnon MB | RSS MB | idle CPU ms/min |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for row in growth { print(row) }
 }
 
 /// The numbers of held hosts the scaling figures are measured with: 10, 100, 1,000 and 10,000, or those listed in

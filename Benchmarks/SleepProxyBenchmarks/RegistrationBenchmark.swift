@@ -17,10 +17,18 @@ import SleepProxyDaemon
 /// Kerberos TXT, address records and their reverse mappings. No zone, cache-flush on unique records, SRV
 /// targets in full, Lease 7200 and an 8-byte OWNER.
 func macRegistration(index: Int, id: UInt16) throws -> [UInt8] {
-    let name = "host\(index)"
+    let mac = MACAddress(0x02, 0x42, 0, UInt8(index >> 16 & 0xFF), UInt8(index >> 8 & 0xFF), UInt8(index & 0xFF))
+    return try macRegistration(
+        name: "host\(index)", ipv4: IPv4Address(value: 0x0A00_0000 | UInt32(index + 1)),
+        ipv6: IPv6Address(high: 0xFE80_0000_0000_0000, low: 0x0200_00FF_FE00_0000 | UInt64(index + 1)), mac: mac,
+        id: id)
+}
+
+/// The same 25 records for a host of the given name, addresses and MAC.
+func macRegistration(name: String, ipv4: IPv4Address, ipv6: IPv6Address, mac: MACAddress, id: UInt16) throws
+    -> [UInt8]
+{
     let host = try DNSName(labels: [name, "local"])
-    let ipv4 = IPv4Address(value: 0x0A00_0000 | UInt32(index + 1))
-    let ipv6 = IPv6Address(high: 0xFE80_0000_0000_0000, low: 0x0200_00FF_FE00_0000 | UInt64(index + 1))
     var records: [DNSRecord] = [
         DNSRecord(
             name: try DNSName(labels: [name, "_device-info", "_tcp", "local"]), ttl: 4500,
@@ -55,7 +63,6 @@ func macRegistration(index: Int, id: UInt16) throws -> [UInt8] {
             name: "_rfb._tcp.local.", ttl: 4500, rdata: .ptr(try DNSName(labels: [name, "_rfb", "_tcp", "local"]))),
     ]
     precondition(records.count == 25)
-    let mac = MACAddress(0x02, 0x42, 0, UInt8(index >> 16 & 0xFF), UInt8(index >> 8 & 0xFF), UInt8(index & 0xFF))
     return ClientMessage.update(id: id, records: records, owner: OwnerOption(sequence: 1, primaryMAC: mac))
 }
 
@@ -182,6 +189,11 @@ func runRegistrationBenchmark(owners: Int = 10_000, window: Int = 64) throws -> 
     print("registrations_per_second_\(owners / 1000)k_held: \(Int(Double(extra) / more.seconds))")
     print("registration_cpu_us_each_0_held: \(microseconds(first.cpu, extra))")
     print("registration_cpu_us_each_\(owners / 1000)k_held: \(microseconds(more.cpu, extra))")
+    let empty = first.cpu * 1e6 / Double(extra)
+    let full = more.cpu * 1e6 / Double(extra)
+    judge("registration_cpu_us_each_0_held", empty, "<=", 60)
+    judge("registration_cpu_us_each_\(owners / 1000)k_held", full, "<=", 60)
+    judge("registration_cpu_us_each_\(owners / 1000)k_held over _0_held", full / empty, "<=", 1.1)
     for (count, milliseconds) in [(extra, listedFirst), (owners + extra, listedAll)] {
         if let milliseconds {
             print("ctl_hosts_\(count / 1000)k_ms: \(String(format: "%.1f", milliseconds))")
@@ -257,6 +269,8 @@ func runRestoreBenchmark(directory: String, owners: Int = 10_000) throws {
     print("restore_\(owners / 1000)k_load_ms: \(milliseconds(loadedAt - start))")
     print("restore_rss_mb_after_load: \(String(format: "%.1f", loadedMegabytes))")
     print("held_rss_mb: \(String(format: "%.1f", residentMegabytes()))")
+    judge("restore_\(owners / 1000)k_ms", Double(milliseconds(end - start)), "<=", 200)
+    judge("held_rss_mb", residentMegabytes(), "<=", 50)
     withExtendedLifetime(core) {}
     store.close()
 }

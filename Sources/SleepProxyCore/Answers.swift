@@ -226,7 +226,11 @@ extension SleepProxyCore {
     /// probes, and when a probe ends) and of one advertisement. A cached answer is never one that the proxy should
     /// no longer give; a captured frame that changes none of these leaves it.
     mutating func cachedAnswer(_ key: AnswerCacheKey, _ name: DNSName, now: UnixTime) -> CachedAnswer {
-        if let cached = schedule.answerCache[key] { return cached }
+        if let cached = schedule.answerCache[key] {
+            statistics.answerCacheHits += 1
+            return cached
+        }
+        statistics.answerCacheMisses += 1
         var records = lookup(name, type: key.type, interface: key.interface, now: now)
         if records.isEmpty, let nsec = negativeAnswer(name, type: key.type, interface: key.interface, now: now) {
             records = [nsec]

@@ -119,6 +119,9 @@ public struct CoreStatistics: Hashable, Sendable {
     public internal(set) var answersMulticast = 0
     /// Messages answering queries, sent to the querier (QU questions, direct and legacy queries).
     public internal(set) var answersUnicast = 0
+    /// Questions answered from the answer cache, and those whose answer was worked out from the held records.
+    public internal(set) var answerCacheHits = 0
+    public internal(set) var answerCacheMisses = 0
 
     public init() {}
 }

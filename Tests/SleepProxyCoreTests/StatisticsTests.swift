@@ -126,9 +126,13 @@ struct StatisticsTests {
         harness.mdns(
             Query.bytes(id: 7, "sleepy.local.", .a), from: Endpoint(address: Harness.waker.address, port: 40_000))
         #expect(harness.core.statistics.queriesReceived == 2 && harness.core.statistics.answersUnicast == 1)
+        // The first question was worked out, the same one again came from the cache; another type is worked out.
+        #expect(harness.core.statistics.answerCacheMisses == 1 && harness.core.statistics.answerCacheHits == 1)
+        harness.mdns(Query.bytes("sleepy.local.", .aaaa))
+        #expect(harness.core.statistics.answerCacheMisses == 2)
         // A response is not a query.
         harness.mdns(HostLifecycleTests.announcement(sequence: nil, records: []), from: Harness.otherProxy)
-        #expect(harness.core.statistics.queriesReceived == 2)
+        #expect(harness.core.statistics.queriesReceived == 3)
     }
 
     @Test func queriesOverTheRateAreCountedUnanswered() {

@@ -185,6 +185,13 @@ public final class DaemonMetrics: Sendable {
         add(
             "mdns_answers_sent", [("destination", "unicast")], answers,
             statistics.answersUnicast, applied.answersUnicast)
+        let cache = "Questions answered from the answer cache (hit) or worked out from the held records (miss)."
+        add(
+            "mdns_answer_cache_lookups", [("result", "hit")], cache, statistics.answerCacheHits,
+            applied.answerCacheHits)
+        add(
+            "mdns_answer_cache_lookups", [("result", "miss")], cache, statistics.answerCacheMisses,
+            applied.answerCacheMisses)
         applied = statistics
     }
 }

@@ -5,6 +5,7 @@ import SleepProxyControl
 import SleepProxyCore
 import SleepProxyDaemon
 import Synchronization
+import TestLab
 import Testing
 
 /// The endpoint on loopback, with real sockets: paths, content types, and the bounds a hostile client meets.

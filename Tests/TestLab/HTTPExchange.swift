@@ -5,21 +5,21 @@ import Foundation
 #endif
 
 /// An HTTP response as it came off the socket.
-struct HTTPReply: CustomStringConvertible {
-    var status: Int
+public struct HTTPReply: CustomStringConvertible, Sendable {
+    public var status: Int
     /// Header names in lower case.
-    var headers: [String: String]
-    var body: [UInt8]
-    var text: String { String(decoding: body, as: UTF8.self) }
-    var description: String { "HTTP \(status) \(headers) \(text.prefix(300))" }
+    public var headers: [String: String]
+    public var body: [UInt8]
+    public var text: String { String(decoding: body, as: UTF8.self) }
+    public var description: String { "HTTP \(status) \(headers) \(text.prefix(300))" }
 }
 
 /// A blocking TCP connection to an IPv4 or IPv6 address in the calling thread's namespace, for tests that speak
 /// HTTP to the daemon (or to Prometheus) byte by byte.
-final class TCPConnection {
-    let descriptor: Int32
+public final class TCPConnection {
+    public let descriptor: Int32
 
-    init(host: String, port: Int, timeout: Duration = .seconds(5)) throws {
+    public init(host: String, port: Int, timeout: Duration = .seconds(5)) throws {
         var storage = sockaddr_storage()
         let length: socklen_t
         let family: Int32
@@ -27,7 +27,7 @@ final class TCPConnection {
             var address = sockaddr_in6()
             address.sin6_family = sa_family_t(AF_INET6)
             address.sin6_port = in_port_t(UInt16(port).bigEndian)
-            guard inet_pton(AF_INET6, host, &address.sin6_addr) == 1 else { throw TestFailure("bad address \(host)") }
+            guard inet_pton(AF_INET6, host, &address.sin6_addr) == 1 else { throw LabError("bad address \(host)") }
             withUnsafeBytes(of: address) { bytes in
                 withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: bytes) }
             }
@@ -37,7 +37,7 @@ final class TCPConnection {
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = in_port_t(UInt16(port).bigEndian)
-            guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else { throw TestFailure("bad address \(host)") }
+            guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else { throw LabError("bad address \(host)") }
             withUnsafeBytes(of: address) { bytes in
                 withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: bytes) }
             }
@@ -45,7 +45,7 @@ final class TCPConnection {
             family = AF_INET
         }
         descriptor = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw TestFailure("socket: \(String(cString: strerror(errno)))") }
+        guard descriptor >= 0 else { throw LabError("socket: \(String(cString: strerror(errno)))") }
         var time = timeval(
             tv_sec: Int(timeout.components.seconds),
             tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
@@ -57,7 +57,7 @@ final class TCPConnection {
         guard connected == 0 else {
             let reason = String(cString: strerror(errno))
             close(descriptor)
-            throw TestFailure("connect to \(host) port \(port): \(reason)")
+            throw LabError("connect to \(host) port \(port): \(reason)")
         }
     }
 
@@ -65,7 +65,7 @@ final class TCPConnection {
 
     /// Sends all of `bytes`; false when the peer closed (or reset) first.
     @discardableResult
-    func send(_ bytes: [UInt8]) -> Bool {
+    public func send(_ bytes: [UInt8]) -> Bool {
         var offset = 0
         while offset < bytes.count {
             let sent = bytes[offset...].withUnsafeBytes {
@@ -78,7 +78,7 @@ final class TCPConnection {
     }
 
     /// Reads until the peer closes, the timeout passes, or `enough` says the bytes so far are a whole response.
-    func receive(until enough: ([UInt8]) -> Bool = { _ in false }) -> (bytes: [UInt8], closed: Bool) {
+    public func receive(until enough: ([UInt8]) -> Bool = { _ in false }) -> (bytes: [UInt8], closed: Bool) {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
@@ -91,11 +91,11 @@ final class TCPConnection {
     }
 
     /// One request and its response (read by its Content-Length).
-    func exchange(_ request: String) throws -> HTTPReply {
+    public func exchange(_ request: String) throws -> HTTPReply {
         send(Array(request.utf8))
         let (bytes, _) = receive { HTTPReply(parsing: $0)?.isComplete == true }
         guard let reply = HTTPReply(parsing: bytes) else {
-            throw TestFailure("no HTTP response: \(String(decoding: bytes, as: UTF8.self))")
+            throw LabError("no HTTP response: \(String(decoding: bytes, as: UTF8.self))")
         }
         return reply
     }
@@ -103,7 +103,7 @@ final class TCPConnection {
 
 extension HTTPReply {
     /// Parses a status line, headers and the body after them; nil until the headers are whole.
-    init?(parsing bytes: [UInt8]) {
+    public init?(parsing bytes: [UInt8]) {
         let separator: [UInt8] = [13, 10, 13, 10]
         guard let end = bytes.indices.dropLast(3).first(where: { Array(bytes[$0..<$0 + 4]) == separator }) else {
             return nil
@@ -121,14 +121,14 @@ extension HTTPReply {
     }
 
     /// Whether the body is as long as Content-Length says.
-    var isComplete: Bool {
+    public var isComplete: Bool {
         guard let length = headers["content-length"].flatMap(Int.init) else { return false }
         return body.count >= length
     }
 }
 
 /// `GET path` on a new connection.
-func httpGet(host: String, port: Int, _ path: String, timeout: Duration = .seconds(5)) throws -> HTTPReply {
+public func httpGet(host: String, port: Int, _ path: String, timeout: Duration = .seconds(5)) throws -> HTTPReply {
     let connection = try TCPConnection(host: host, port: port, timeout: timeout)
     let name = host.contains(":") ? "[\(host)]" : host
     return try connection.exchange("GET \(path) HTTP/1.1\r\nHost: \(name):\(port)\r\nConnection: close\r\n\r\n")

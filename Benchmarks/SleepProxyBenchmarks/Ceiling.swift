@@ -1,0 +1,122 @@
+import Foundation
+import TestLab
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The zero-work responder of `Benchmarks/ceiling/mdns-ceiling.c`: what a responder can reach in this lab, on this
+/// machine, with the same load. It listens on the proxy's address at `ceilingPort`, which the daemon does not
+/// capture, so that the daemon can stay up, idle, while the ceiling is measured.
+let ceilingPort = 15_353
+
+/// Compiles the ceiling responder into the lab's directory with the system's C compiler; nil, with the reason
+/// printed, when there is none.
+func buildCeiling(in lab: Lab) throws -> String? {
+    let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("ceiling/mdns-ceiling.c").path
+    let binary = lab.workDirectory + "/mdns-ceiling"
+    let compile = Process()
+    compile.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    compile.arguments = ["cc", "-O2", "-o", binary, source]
+    guard (try? compile.run()) != nil else {
+        print("ceiling benchmark skipped: no C compiler (cc) to build \(source)")
+        return nil
+    }
+    compile.waitUntilExit()
+    guard compile.terminationStatus == 0 else {
+        print("ceiling benchmark skipped: cc could not build \(source)")
+        return nil
+    }
+    return binary
+}
+
+/// Starts the ceiling responder in the proxy's namespace (batched: recvmmsg and sendmmsg) and waits until it
+/// listens.
+func startCeiling(_ lab: Lab, binary: String, batched: Bool) async throws -> LabProcess {
+    let process = try lab.spawn(
+        .proxy, [binary, lab.host(.proxy).ipv4, String(ceilingPort)] + (batched ? ["batched"] : []))
+    _ = try await eventually("the ceiling responder to listen", within: .seconds(5)) {
+        process.stdout.contains("listening") ? true : nil
+    }
+    return process
+}
+
+/// Repeated measurements of one figure: the median is reported, the spread printed beside it.
+struct Samples {
+    var values: [Double] = []
+
+    mutating func append(_ value: Double) { values.append(value) }
+
+    var median: Double? {
+        guard !values.isEmpty else { return nil }
+        let sorted = values.sorted()
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
+
+    /// (largest - smallest) / median, in percent.
+    var spreadPercent: Double? {
+        guard let median, median > 0, let low = values.min(), let high = values.max() else { return nil }
+        return (high - low) / median * 100
+    }
+
+    /// `41234 (3 runs: 40100 41234 42000, spread 4.7 %)`, or `n/a`.
+    func summary(_ format: String = "%.0f") -> String {
+        guard let median else { return "n/a" }
+        let runs = values.map { String(format: format, $0) }.joined(separator: " ")
+        return
+            "\(String(format: format, median)) (\(values.count) runs: \(runs), spread \(String(format: "%.1f", spreadPercent ?? 0)) %)"
+    }
+}
+
+/// The median of the ratios of paired runs (`ours[i] / theirs[i]`): a ratio a drifting machine does not bend, as
+/// each pair ran back to back.
+func pairedRatio(_ ours: Samples, _ theirs: Samples) -> Samples {
+    var ratios = Samples()
+    for (mine, other) in zip(ours.values, theirs.values) where other > 0 { ratios.append(mine / other) }
+    return ratios
+}
+
+/// The verdicts of the figures with an aim, printed together at the end of `make bench`.
+nonisolated(unsafe) var aims: [String] = []
+
+/// Notes whether `figure` (`value`) meets its aim; a figure from a flawed run (losses, errors) is not met,
+/// whatever its value.
+func judge(_ figure: String, _ value: Double?, _ comparison: String, _ aim: Double, flaws: [String] = []) {
+    guard let value else {
+        aims.append("aim \(figure) \(comparison) \(aim): not measured")
+        return
+    }
+    let met = comparison == ">=" ? value >= aim : value <= aim
+    let shown = value < 10 ? String(format: "%.2f", value) : String(format: "%.0f", value)
+    if !flaws.isEmpty {
+        aims.append("aim \(figure) \(comparison) \(aim): \(shown), not met: \(flaws.joined(separator: "; "))")
+    } else {
+        aims.append("aim \(figure) \(comparison) \(aim): \(shown), \(met ? "met" : "missed")")
+    }
+}
+
+/// With `PERF_DIRECTORY` set, records a CPU profile of process `pid` (`perf record -g`, the software clock, as
+/// virtual machines have no hardware counters) into `PERF_DIRECTORY/name.data` until the returned closure is
+/// called; otherwise does nothing. `perf report -i FILE --no-children | swift demangle` reads it.
+func startProfile(_ pid: Int32, name: String) -> () -> Void {
+    guard let directory = ProcessInfo.processInfo.environment["PERF_DIRECTORY"] else { return {} }
+    try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    let perf = Process()
+    perf.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    perf.arguments = [
+        "perf", "record", "-e", "cpu-clock", "-F", "2000", "-g", "-p", String(pid), "-o", "\(directory)/\(name).data",
+    ]
+    perf.standardOutput = FileHandle.nullDevice
+    perf.standardError = FileHandle.nullDevice
+    guard (try? perf.run()) != nil else {
+        print("profile \(name) skipped: perf is not installed (apt-get install linux-perf)")
+        return {}
+    }
+    return {
+        perf.interrupt()
+        perf.waitUntilExit()
+        print("profile: \(directory)/\(name).data")
+    }
+}
