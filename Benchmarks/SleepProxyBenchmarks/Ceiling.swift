@@ -97,16 +97,18 @@ func judge(_ figure: String, _ value: Double?, _ comparison: String, _ aim: Doub
     }
 }
 
-/// With `PERF_DIRECTORY` set, records a CPU profile of process `pid` (`perf record -g`, the software clock, as
-/// virtual machines have no hardware counters) into `PERF_DIRECTORY/name.data` until the returned closure is
-/// called; otherwise does nothing. `perf report -i FILE --no-children | swift demangle` reads it.
-func startProfile(_ pid: Int32, name: String) -> () -> Void {
+/// With `PERF_DIRECTORY` set, records a CPU profile of the whole machine for the next `seconds` (`perf record -a
+/// -g`, on the software clock: virtual machines have no hardware counters) into `PERF_DIRECTORY/name.data`, for
+/// `perf report -i FILE --pid PID --no-children`; the returned closure waits until it is written. Without it,
+/// does nothing. (Recording one process with `-p` makes perf spin once a thread of it exits.)
+func startProfile(_ pid: Int32, name: String, seconds: Int) -> () -> Void {
     guard let directory = ProcessInfo.processInfo.environment["PERF_DIRECTORY"] else { return {} }
     try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    let path = "\(directory)/\(name).data"
     let perf = Process()
     perf.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     perf.arguments = [
-        "perf", "record", "-e", "cpu-clock", "-F", "2000", "-g", "-p", String(pid), "-o", "\(directory)/\(name).data",
+        "perf", "record", "-a", "-g", "-e", "cpu-clock", "-F", "1000", "-o", path, "--", "sleep", String(seconds),
     ]
     perf.standardOutput = FileHandle.nullDevice
     perf.standardError = FileHandle.nullDevice
@@ -115,8 +117,7 @@ func startProfile(_ pid: Int32, name: String) -> () -> Void {
         return {}
     }
     return {
-        perf.interrupt()
         perf.waitUntilExit()
-        print("profile: \(directory)/\(name).data")
+        print("profile: \(path) (the daemon is pid \(pid))")
     }
 }

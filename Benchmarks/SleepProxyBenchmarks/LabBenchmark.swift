@@ -86,10 +86,12 @@ func register(_ profile: HeldHostsProfile, _ indices: Range<Int>? = nil, in lab:
 }
 
 /// The release daemon in the lab's proxy namespace, per-source limits lifted (benchmarks measure capacity).
-func startLabDaemon(_ lab: Lab, advertise: Bool = false) async throws -> LabProcess {
-    // SLEEPPROXYD names another build (an A/B comparison against an earlier commit, with this benchmark).
+func startLabDaemon(
+    _ lab: Lab, advertise: Bool = false, build: String? = nil, state: String = "state"
+) async throws -> LabProcess {
+    // SLEEPPROXYD names another build to measure instead of the one beside the benchmark.
     let daemonPath =
-        ProcessInfo.processInfo.environment["SLEEPPROXYD"]
+        build ?? ProcessInfo.processInfo.environment["SLEEPPROXYD"]
         ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         .appendingPathComponent("sleepproxyd").path
     guard FileManager.default.isExecutableFile(atPath: daemonPath) else {
@@ -99,7 +101,7 @@ func startLabDaemon(_ lab: Lab, advertise: Bool = false) async throws -> LabProc
         .proxy,
         [
             daemonPath, "--config", try capacityConfig(in: lab), "--interface", "eth0", "--state-dir",
-            lab.workDirectory + "/state", "--registration-port", "5354", "--maximum-records", "1000000",
+            lab.workDirectory + "/" + state, "--registration-port", "5354", "--maximum-records", "1000000",
             "--log-level", "info", "--metrics-listen", "127.0.0.1:\(labMetricsPort)",
         ] + (advertise ? [] : ["--no-advertise"]))
     _ = try await eventually("sleepproxyd to start", within: .seconds(30)) {
@@ -107,6 +109,10 @@ func startLabDaemon(_ lab: Lab, advertise: Bool = false) async throws -> LabProc
     }
     return daemon
 }
+
+/// SLEEPPROXYD_BASELINE: another build of the daemon (the commit a change started from) measured in the same
+/// rounds as this one, for an A/B comparison in one run.
+let baselineDaemon = ProcessInfo.processInfo.environment["SLEEPPROXYD_BASELINE"]
 
 /// The lab daemon's metrics endpoint, on the proxy namespace's loopback.
 let labMetricsPort = 9187
@@ -278,6 +284,7 @@ func runMDNSComparison(seconds: Int = 10, rounds: Int = 3) async throws {
         let proxyAddress = lab.host(.proxy).ipv4
         let ceilingBinary = try buildCeiling(in: lab)
         var ours = ResponderRuns()
+        var baseline = ResponderRuns()
         var avahi = ResponderRuns()
         var ceiling = ResponderRuns()
         var batched = ResponderRuns()
@@ -290,7 +297,7 @@ func runMDNSComparison(seconds: Int = 10, rounds: Int = 3) async throws {
             let daemon = try await startLabDaemon(lab)
             if round == 1 { try register(profile, in: lab) }
             try await waitForTakeovers(daemon, limit: .seconds(30))
-            let stopProfile = round == 1 ? startProfile(daemon.pid, name: "mdns-50-hosts") : {}
+            let stopProfile = round == 1 ? startProfile(daemon.pid, name: "mdns-50-hosts", seconds: seconds) : {}
             let figures = try await measureAnswers(
                 lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: 0, responder: daemon.pid)
             stopProfile()
@@ -315,6 +322,18 @@ func runMDNSComparison(seconds: Int = 10, rounds: Int = 3) async throws {
             daemon.signal(SIGTERM)
             _ = daemon.wait(timeout: .seconds(10))
 
+            if let baselineDaemon {
+                let other = try await startLabDaemon(lab, build: baselineDaemon, state: "baseline-state")
+                if round == 1 { try register(profile, in: lab) }
+                try await waitForTakeovers(other, limit: .seconds(30))
+                baseline.add(
+                    try await measureAnswers(
+                        lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: seconds / 2,
+                        responder: other.pid), round: round)
+                other.signal(SIGTERM)
+                _ = other.wait(timeout: .seconds(10))
+            }
+
             let unlimited = try await lab.startAvahi(
                 on: .proxy, hostName: "proxy", services: services, staticHosts: hosts,
                 configuration: ["server": ["ratelimit-interval-usec": "0", "ratelimit-burst": "0"]])
@@ -330,8 +349,17 @@ func runMDNSComparison(seconds: Int = 10, rounds: Int = 3) async throws {
         await throttled.stop(graceful: true)
 
         print("mdns_held_hosts: \(profile.count)")
-        print("mdns_rounds: \(rounds) of \(seconds) s each (sleepproxyd, ceiling, ceiling batched, avahi-daemon)")
+        print(
+            "mdns_rounds: \(rounds) of \(seconds) s each (sleepproxyd, ceiling, ceiling batched\(baselineDaemon == nil ? "" : ", the baseline sleepproxyd"), avahi-daemon)"
+        )
         ours.print("mdns", latency: true)
+        if baselineDaemon != nil {
+            baseline.print("baseline_mdns", latency: true)
+            let versusBaseline = pairedRatio(ours.qps, baseline.qps)
+            print("mdns_qps_vs_baseline: \(versusBaseline.median.map { String(format: "%.2f", $0) } ?? "n/a")")
+            print("mdns_qps_vs_baseline_runs: \(versusBaseline.summary("%.2f"))")
+            print("baseline_mdns_qps_vs_ceiling: \(pairedRatio(baseline.qps, ceiling.qps).summary("%.2f"))")
+        }
         avahi.print("avahi_mdns", latency: true)
         print("avahi_mdns_qps_with_debian_rate_limit: \(Int(limited.qps))")
         if ceilingBinary != nil {
@@ -425,7 +453,8 @@ func runScaling(counts: [Int] = scalingCounts(), seconds: Int = 5, rounds: Int =
             var worked = 0.0
             var fromCache = 0.0
             for round in 1...rounds {
-                let stopProfile = round == 1 ? startProfile(daemon.pid, name: "mdns-\(count)-hosts") : {}
+                let stopProfile =
+                    round == 1 ? startProfile(daemon.pid, name: "mdns-\(count)-hosts", seconds: seconds) : {}
                 ours.add(
                     try await measureAnswers(
                         lab, server: proxy, file: cached, seconds: seconds, pacedSeconds: seconds,
@@ -433,7 +462,9 @@ func runScaling(counts: [Int] = scalingCounts(), seconds: Int = 5, rounds: Int =
                 stopProfile()
                 if let uncached {
                     let before = labMetrics(lab)
-                    let stopProfile = round == 1 ? startProfile(daemon.pid, name: "mdns-uncached-\(count)-hosts") : {}
+                    let stopProfile =
+                        round == 1
+                        ? startProfile(daemon.pid, name: "mdns-uncached-\(count)-hosts", seconds: seconds) : {}
                     oursUncached.add(
                         try await measureAnswers(
                             lab, server: proxy, file: uncached, seconds: seconds, pacedSeconds: 0,
@@ -463,8 +494,10 @@ func runScaling(counts: [Int] = scalingCounts(), seconds: Int = 5, rounds: Int =
             if count >= 2_000 {
                 let more = HeldHostsProfile(count: count + 1_000)
                 cpu = processCPUSeconds(daemon.pid)
+                let stopProfile = startProfile(daemon.pid, name: "registrations-\(count)-held", seconds: 15)
                 try register(more, count..<count + 1_000, in: lab)
                 try await waitForTakeovers(daemon, limit: .seconds(60))
+                stopProfile()
                 moreCPU = processCPUSeconds(daemon.pid) - cpu
             }
 

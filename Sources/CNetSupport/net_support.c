@@ -83,25 +83,26 @@ ssize_t sp_udp_receive(int fd, uint8_t *buffer, size_t capacity, sp_udp_datagram
     return (size_t)result > capacity ? (ssize_t)capacity : result;
 }
 
-ssize_t sp_udp_send(int fd, int family, const uint8_t *bytes, size_t length, const uint8_t *destination_address,
-                    uint16_t destination_port, uint32_t destination_scope_id, const uint8_t *source_address,
-                    uint32_t interface_index) {
-    struct sockaddr_storage destination;
-    memset(&destination, 0, sizeof destination);
-    socklen_t destination_length;
-    union {
-        char bytes[CMSG_SPACE(sizeof(struct in6_pktinfo))];
-        struct cmsghdr align;
-    } control;
-    memset(&control, 0, sizeof control);
-    size_t control_length;
+/// Room for one packet-info control message of either family, aligned as cmsghdr wants.
+typedef union sp_packet_info_control {
+    char bytes[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+    struct cmsghdr align;
+} sp_packet_info_control;
 
+/// Fills `destination` and `control` for one datagram as sp_udp_send describes; returns the control length, or 0
+/// for a family other than AF_INET and AF_INET6.
+static size_t sp_prepare_datagram(int family, const uint8_t *destination_address, uint16_t destination_port,
+                                  uint32_t destination_scope_id, const uint8_t *source_address,
+                                  uint32_t interface_index, struct sockaddr_storage *destination,
+                                  socklen_t *destination_length, sp_packet_info_control *control) {
+    memset(destination, 0, sizeof *destination);
+    memset(control, 0, sizeof *control);
     if (family == AF_INET) {
-        struct sockaddr_in *address = (struct sockaddr_in *)&destination;
+        struct sockaddr_in *address = (struct sockaddr_in *)destination;
         address->sin_family = AF_INET;
         address->sin_port = htons(destination_port);
         memcpy(&address->sin_addr, destination_address, 4);
-        destination_length = sizeof *address;
+        *destination_length = sizeof *address;
 
         struct in_pktinfo packet_info;
         memset(&packet_info, 0, sizeof packet_info);
@@ -110,19 +111,20 @@ ssize_t sp_udp_send(int fd, int family, const uint8_t *bytes, size_t length, con
             // ipi_spec_dst is the source address to use; ipi_addr is ignored when sending.
             memcpy(&packet_info.ipi_spec_dst, source_address, 4);
         }
-        struct cmsghdr *header = (struct cmsghdr *)control.bytes;
+        struct cmsghdr *header = (struct cmsghdr *)control->bytes;
         header->cmsg_level = IPPROTO_IP;
         header->cmsg_type = IP_PKTINFO;
         header->cmsg_len = CMSG_LEN(sizeof packet_info);
         memcpy(CMSG_DATA(header), &packet_info, sizeof packet_info);
-        control_length = CMSG_SPACE(sizeof packet_info);
-    } else if (family == AF_INET6) {
-        struct sockaddr_in6 *address = (struct sockaddr_in6 *)&destination;
+        return CMSG_SPACE(sizeof packet_info);
+    }
+    if (family == AF_INET6) {
+        struct sockaddr_in6 *address = (struct sockaddr_in6 *)destination;
         address->sin6_family = AF_INET6;
         address->sin6_port = htons(destination_port);
         memcpy(&address->sin6_addr, destination_address, 16);
         address->sin6_scope_id = destination_scope_id;
-        destination_length = sizeof *address;
+        *destination_length = sizeof *address;
 
         struct in6_pktinfo packet_info;
         memset(&packet_info, 0, sizeof packet_info);
@@ -130,15 +132,73 @@ ssize_t sp_udp_send(int fd, int family, const uint8_t *bytes, size_t length, con
         if (source_address != NULL) {
             memcpy(&packet_info.ipi6_addr, source_address, 16);
         }
-        struct cmsghdr *header = (struct cmsghdr *)control.bytes;
+        struct cmsghdr *header = (struct cmsghdr *)control->bytes;
         header->cmsg_level = IPPROTO_IPV6;
         header->cmsg_type = IPV6_PKTINFO;
         header->cmsg_len = CMSG_LEN(sizeof packet_info);
         memcpy(CMSG_DATA(header), &packet_info, sizeof packet_info);
-        control_length = CMSG_SPACE(sizeof packet_info);
-    } else {
-        return -EAFNOSUPPORT;
+        return CMSG_SPACE(sizeof packet_info);
     }
+    return 0;
+}
+
+size_t sp_udp_send_batch(int fd, int family, const sp_udp_outgoing *datagrams, size_t count, int *errors) {
+    if (count > SP_UDP_BATCH) count = SP_UDP_BATCH;
+    struct sockaddr_storage destinations[SP_UDP_BATCH];
+    sp_packet_info_control controls[SP_UDP_BATCH];
+    struct iovec vectors[SP_UDP_BATCH];
+    struct mmsghdr messages[SP_UDP_BATCH];
+    for (size_t i = 0; i < count; i++) {
+        const sp_udp_outgoing *datagram = &datagrams[i];
+        socklen_t destination_length = 0;
+        size_t control_length = sp_prepare_datagram(
+            family, datagram->destination_address, datagram->destination_port, datagram->destination_scope_id,
+            datagram->has_source ? datagram->source_address : NULL, datagram->interface_index, &destinations[i],
+            &destination_length, &controls[i]);
+        if (control_length == 0) {
+            for (size_t j = 0; j < count; j++) errors[j] = -EAFNOSUPPORT;
+            return 0;
+        }
+        vectors[i] = (struct iovec){.iov_base = (void *)datagram->bytes, .iov_len = datagram->length};
+        memset(&messages[i], 0, sizeof messages[i]);
+        messages[i].msg_hdr = (struct msghdr){
+            .msg_name = &destinations[i],
+            .msg_namelen = destination_length,
+            .msg_iov = &vectors[i],
+            .msg_iovlen = 1,
+            .msg_control = controls[i].bytes,
+            .msg_controllen = control_length,
+        };
+        errors[i] = 0;
+    }
+    size_t next = 0;
+    size_t sent = 0;
+    while (next < count) {
+        int result = sendmmsg(fd, &messages[next], (unsigned int)(count - next), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (result > 0) {
+            next += (size_t)result;
+            sent += (size_t)result;
+        } else if (result < 0 && errno == EINTR) {
+            continue;
+        } else {
+            // The first datagram left failed: note it, and go on with the rest.
+            errors[next] = result < 0 ? -errno : -EIO;
+            next += 1;
+        }
+    }
+    return sent;
+}
+
+ssize_t sp_udp_send(int fd, int family, const uint8_t *bytes, size_t length, const uint8_t *destination_address,
+                    uint16_t destination_port, uint32_t destination_scope_id, const uint8_t *source_address,
+                    uint32_t interface_index) {
+    struct sockaddr_storage destination;
+    socklen_t destination_length = 0;
+    sp_packet_info_control control;
+    size_t control_length =
+        sp_prepare_datagram(family, destination_address, destination_port, destination_scope_id, source_address,
+                            interface_index, &destination, &destination_length, &control);
+    if (control_length == 0) return -EAFNOSUPPORT;
 
     struct iovec vector = {.iov_base = (void *)bytes, .iov_len = length};
     struct msghdr message = {

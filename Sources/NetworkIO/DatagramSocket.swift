@@ -370,6 +370,98 @@ public final class DatagramSocket: Sendable {
         }
     }
 
+    /// Sends `datagrams` with as few system calls as the kernel allows (`sendmmsg`, up to 64 a call), each as
+    /// `send(_:to:scopeID:from:interfaceIndex:)` would send it (from this socket's interface). One that cannot go
+    /// out does not keep the others back: the returned list says which failed, by index, and why.
+    public func send(batch datagrams: [OutgoingDatagram]) -> [(index: Int, error: SystemError)] {
+        var failures: [(index: Int, error: SystemError)] = []
+        let localPort = self.localPort
+        func what(_ datagram: OutgoingDatagram) -> String {
+            let from = datagram.source.map { " from \(Endpoint(address: $0, port: localPort))" } ?? ""
+            return "UDP\(from) to \(datagram.destination)"
+        }
+        var eligible: [Int] = []
+        eligible.reserveCapacity(datagrams.count)
+        for (index, datagram) in datagrams.enumerated() {
+            if !family.contains(datagram.destination.address) {
+                failures.append(
+                    (
+                        index,
+                        SystemError.addressFamilyMismatch(
+                            send: what(datagram), socket: name, address: datagram.destination.address, family: family)
+                    ))
+            } else if let source = datagram.source, !family.contains(source) {
+                failures.append(
+                    (
+                        index,
+                        SystemError.addressFamilyMismatch(
+                            send: what(datagram), socket: name, address: source, family: family)
+                    ))
+            } else {
+                eligible.append(index)
+            }
+        }
+        let interfaceIndex = self.interfaceIndex
+        let groupAddress = self.groupAddress
+        let addressFamily = family.addressFamily
+        let name = self.name
+        var start = 0
+        while start < eligible.count {
+            let chunk = Array(eligible[start..<min(start + Int(SP_UDP_BATCH), eligible.count)])
+            start += chunk.count
+            var outgoing = [sp_udp_outgoing](repeating: sp_udp_outgoing(), count: chunk.count)
+            var errors = [Int32](repeating: 0, count: chunk.count)
+            for (slot, index) in chunk.enumerated() {
+                let datagram = datagrams[index]
+                outgoing[slot].length = datagram.bytes.count
+                withUnsafeMutableBytes(of: &outgoing[slot].destination_address) { target in
+                    datagram.destination.address.bytes.withUnsafeBytes { target.copyMemory(from: $0) }
+                }
+                outgoing[slot].destination_port = datagram.destination.port
+                outgoing[slot].destination_scope_id =
+                    datagram.scopeID == 0 && datagram.destination.address == groupAddress
+                    ? interfaceIndex : datagram.scopeID
+                if let source = datagram.source {
+                    outgoing[slot].has_source = 1
+                    withUnsafeMutableBytes(of: &outgoing[slot].source_address) { target in
+                        source.bytes.withUnsafeBytes { target.copyMemory(from: $0) }
+                    }
+                }
+                outgoing[slot].interface_index = interfaceIndex
+            }
+            // The payloads stay where they are: each is pinned while the call runs.
+            func pinned(_ slot: Int, _ body: () -> Void) {
+                guard slot < chunk.count else { return body() }
+                datagrams[chunk[slot]].bytes.withUnsafeBufferPointer { payload in
+                    outgoing[slot].bytes = payload.baseAddress
+                    pinned(slot + 1, body)
+                }
+            }
+            let closed: Bool = state.withLock { state in
+                guard state.descriptor >= 0 else { return true }
+                let descriptor = state.descriptor
+                pinned(0) {
+                    _ = sp_udp_send_batch(descriptor, addressFamily, outgoing, outgoing.count, &errors)
+                }
+                return false
+            }
+            for (slot, index) in chunk.enumerated() {
+                if closed {
+                    failures.append(
+                        (index, SystemError.closed(operation: "send \(what(datagrams[index]))", socket: name)))
+                } else if errors[slot] < 0 {
+                    failures.append(
+                        (
+                            index,
+                            SystemError.sendFailed(
+                                send: what(datagrams[index]), socket: "\(name)", errno: -errors[slot])
+                        ))
+                }
+            }
+        }
+        return failures.sorted { $0.index < $1.index }
+    }
+
     /// Makes the kernel drop everything that arrives at this socket before it is queued (a socket filter that
     /// accepts nothing), for a socket that only sends: nothing need read it, and a flood of multicast costs it no
     /// buffer and no wake-up. The kernel counts such datagrams as the socket's drops. Sending is unaffected.
@@ -610,5 +702,22 @@ extension SystemError {
 
     static func closed(operation: String, socket: DatagramSocketName) -> SystemError {
         SystemError(.closed, operation: "\(operation) on \(socket)", problem: "the socket is closed")
+    }
+}
+
+/// One datagram for `DatagramSocket.send(batch:)`.
+public struct OutgoingDatagram: Sendable {
+    public var bytes: [UInt8]
+    public var destination: Endpoint
+    /// sin6_scope_id for a link-local IPv6 destination (0: the socket's interface for its group).
+    public var scopeID: UInt32
+    /// The source address to use; nil lets the kernel choose.
+    public var source: IPAddress?
+
+    public init(bytes: [UInt8], destination: Endpoint, scopeID: UInt32 = 0, source: IPAddress? = nil) {
+        self.bytes = bytes
+        self.destination = destination
+        self.scopeID = scopeID
+        self.source = source
     }
 }

@@ -34,11 +34,12 @@ struct HeldHosts: Sendable {
 
     /// Held addresses to their owner, for the per-packet check.
     private var addresses: [NeighbourKey: OwnerKey] = [:]
-    /// The same addresses per interface, sorted: the list the capture watches, kept up to date as addresses
-    /// come and go rather than sorted again for every registration.
-    private var addressLists: [InterfaceName: [IPAddress]] = [:]
-    /// Lists appended to, unsorted, while list changes are deferred: sorted once at the end.
-    private var unsortedLists: Set<InterfaceName> = []
+    /// The same addresses per interface as the capture watches them, kept up to date as addresses come and go
+    /// (a few dictionary updates each, however many are held).
+    private var watched: [InterfaceName: WatchedPrefixes] = [:]
+    /// The prefixes last handed to the shell for each interface: a change of addresses that leaves them as they
+    /// are (the usual case with many held) is not passed on.
+    private var watchedAnnounced: [InterfaceName: [AddressPrefix]] = [:]
     /// While set (during a restore or a batch of registrations), interfaces whose address list changed, to be
     /// announced once at the end.
     private(set) var deferredListChanges: Set<InterfaceName>?
@@ -222,12 +223,7 @@ struct HeldHosts: Sendable {
         let held = NeighbourKey(interface: key.interface, address: address)
         if let other = addresses[held] { return other == key }
         addresses[held] = key
-        if deferredListChanges != nil {
-            addressLists[key.interface, default: []].append(address)
-            unsortedLists.insert(key.interface)
-        } else {
-            addressLists[key.interface, default: []].insertSorted(address)
-        }
+        watched[key.interface, default: WatchedPrefixes()].add(address)
         return true
     }
 
@@ -236,15 +232,27 @@ struct HeldHosts: Sendable {
         let held = NeighbourKey(interface: key.interface, address: address)
         guard addresses[held] == key else { return }
         addresses[held] = nil
-        sortList(on: key.interface)
-        addressLists[key.interface]?.removeSorted(address)
-        if addressLists[key.interface]?.isEmpty == true { addressLists[key.interface] = nil }
+        watched[key.interface]?.remove(address)
+        if watched[key.interface]?.isEmpty == true { watched[key.interface] = nil }
     }
 
-    /// The addresses held on `interface`, sorted: what the capture must watch.
+    /// The addresses held on `interface`, sorted (goes through every held address).
     func addressList(on interface: InterfaceName) -> [IPAddress] {
-        let list = addressLists[interface] ?? []
-        return unsortedLists.contains(interface) ? list.sorted() : list
+        addresses.keys.filter { $0.interface == interface }.map(\.address).sorted()
+    }
+
+    /// The prefixes the capture on `interface` is to watch (at most `limit`), if they differ from those handed
+    /// over last; noted as handed over.
+    mutating func newWatchedPrefixes(on interface: InterfaceName, limit: Int) -> [AddressPrefix]? {
+        let prefixes = watched[interface]?.prefixes(limit: limit) ?? []
+        guard watchedAnnounced[interface] != prefixes else { return nil }
+        watchedAnnounced[interface] = prefixes
+        return prefixes
+    }
+
+    /// The shell of `interface` is gone: the next one is handed its prefixes whatever they are.
+    mutating func forgetWatchedPrefixes(on interface: InterfaceName) {
+        watchedAnnounced[interface] = nil
     }
 
     /// One more held address in `group`: true for the first, whose join is to go out.
@@ -278,13 +286,7 @@ struct HeldHosts: Sendable {
     mutating func endDeferringListChanges() -> Set<InterfaceName> {
         let changed = deferredListChanges ?? []
         deferredListChanges = nil
-        for interface in unsortedLists { sortList(on: interface) }
         return changed
-    }
-
-    private mutating func sortList(on interface: InterfaceName) {
-        guard unsortedLists.remove(interface) != nil else { return }
-        addressLists[interface]?.sort()
     }
 
     // MARK: Deadlines

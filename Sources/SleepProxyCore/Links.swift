@@ -23,6 +23,7 @@ extension SleepProxyCore {
             actions += drop(key, reason: .unserved("\(interface) is no longer served: \(reason)"), now: now)
         }
         links[interface] = nil
+        hosts.forgetWatchedPrefixes(on: interface)
         schedule.updatePending({ _ in }, dropping: { $0.interface == interface })
         refreshAllHostDeadlines()
         return actions

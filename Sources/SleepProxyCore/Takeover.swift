@@ -116,18 +116,27 @@ extension SleepProxyCore {
         return actions
     }
 
-    /// The list of held addresses on `interface` changed: the action that says so, or, while a restore or a batch
-    /// of registrations is under way, a note to send it once at the end. (Each list is as long as all held
-    /// addresses, and one kept by an action makes the next change copy the whole list.)
+    /// The held addresses on `interface` changed: the prefixes the capture is to watch, if they changed too, or,
+    /// while a restore or a batch of registrations is under way, a note to work them out once at the end.
     mutating func addressListChanged(on interface: InterfaceName) -> [Action] {
         guard hosts.noteListChange(on: interface) else { return [] }
-        return [.proxiedAddressesChanged(interface, proxiedAddresses(on: interface))]
+        return watchedPrefixesChanged(on: interface)
     }
 
-    /// The deferred lists of held addresses, one per interface that changed, and the end of deferring.
+    /// The deferred changes of held addresses, one per interface that changed, and the end of deferring.
     mutating func endDeferredAddressChanges() -> [Action] {
-        hosts.endDeferringListChanges().sorted().map { .proxiedAddressesChanged($0, proxiedAddresses(on: $0)) }
+        hosts.endDeferringListChanges().sorted().flatMap { watchedPrefixesChanged(on: $0) }
     }
+
+    private mutating func watchedPrefixesChanged(on interface: InterfaceName) -> [Action] {
+        guard let prefixes = hosts.newWatchedPrefixes(on: interface, limit: Self.watchedPrefixLimit) else { return [] }
+        return [.watchDestinations(interface, prefixes)]
+    }
+
+    /// The most prefixes the capture watches on one interface, half of them for each family: few enough that the
+    /// shell's filter program stays far below the kernel's bound (4,096 classic BPF instructions), while traffic
+    /// to other addresses stays in the kernel.
+    static let watchedPrefixLimit = 64
 
     private mutating func stopTakeover(of address: IPAddress, key: OwnerKey) -> [Action] {
         var actions: [Action] = []
@@ -417,29 +426,5 @@ extension SleepProxyCore {
             .setNeighbour(interface, address, mac),
             .log(.info, "our host asked for \(address): pointed it at the sleeping host's \(mac)"),
         ]
-    }
-}
-
-extension Array where Element: Comparable {
-    /// The index of the first element not below `value` (binary search; the array is sorted).
-    func sortedIndex(of value: Element) -> Int {
-        var low = 0
-        var high = count
-        while low < high {
-            let middle = (low + high) / 2
-            if self[middle] < value { low = middle + 1 } else { high = middle }
-        }
-        return low
-    }
-
-    /// Inserts `value` where it keeps the array sorted.
-    mutating func insertSorted(_ value: Element) {
-        insert(value, at: sortedIndex(of: value))
-    }
-
-    /// Removes one `value`, if the sorted array holds it.
-    mutating func removeSorted(_ value: Element) {
-        let index = sortedIndex(of: value)
-        if index < count, self[index] == value { remove(at: index) }
     }
 }

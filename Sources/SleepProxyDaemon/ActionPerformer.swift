@@ -11,7 +11,7 @@ public protocol InterfaceEffects: AnyObject {
     func sendMDNS(_ transmission: MDNSTransmission) throws
     func inject(_ frame: [UInt8]) throws
     /// The held addresses on this interface are now exactly `addresses`: the capture watches them.
-    func watch(_ addresses: [IPAddress]) throws
+    func watch(_ prefixes: [AddressPrefix]) throws
     /// The declared hosts on this interface are now exactly `sources`: the capture sees every frame they send.
     func watchSources(_ sources: [MACAddress]) throws
     func joinGroup(_ group: IPv6Address) throws
@@ -70,15 +70,15 @@ public struct ActionPerformer {
         let started = metrics == nil ? nil : inputTime ?? clock()
         var changes: [StoreChange] = []
         var afterCommit = false
-        // Each list of held addresses is complete: of several for one interface in a batch, the last is enough
+        // Each list of prefixes to watch is complete: of several for one interface in a batch, the last is enough
         // (each would rebuild the capture filter).
         var lastWatch: [InterfaceName: Int] = [:]
         for (index, action) in actions.enumerated() {
-            if case .proxiedAddressesChanged(let interface, _) = action { lastWatch[interface] = index }
+            if case .watchDestinations(let interface, _) = action { lastWatch[interface] = index }
         }
         for (index, action) in actions.enumerated() {
             switch action {
-            case .proxiedAddressesChanged(let interface, _) where lastWatch[interface] != index:
+            case .watchDestinations(let interface, _) where lastWatch[interface] != index:
                 continue
             case .store(let change):
                 changes.append(change)
@@ -132,8 +132,8 @@ public struct ActionPerformer {
             }
         case .injectFrame(let interface, let bytes):
             carryOut(interface, "inject") { try $0.inject(bytes) }
-        case .proxiedAddressesChanged(let interface, let addresses):
-            carryOut(interface, "capture filter") { try $0.watch(addresses) }
+        case .watchDestinations(let interface, let prefixes):
+            carryOut(interface, "capture filter") { try $0.watch(prefixes) }
         case .watchSources(let interface, let sources):
             carryOut(interface, "capture filter") { try $0.watchSources(sources) }
 

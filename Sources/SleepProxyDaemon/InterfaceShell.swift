@@ -50,7 +50,7 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     private var mdnsSockets: [DatagramSocket] = []
     private var capture: PacketCapture?
     private var captureFilter = ""
-    private var watchedAddresses: [IPAddress] = []
+    private var watchedPrefixes: [AddressPrefix] = []
     private var watchedSources: [MACAddress] = []
     private var neighbours: NeighbourTable?
     private var membership: MulticastMembership?
@@ -60,6 +60,11 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     private var ownTransmissions = OwnTransmissions()
     /// Captured frames that did not parse (dropped here).
     private var unparsedFrames: UInt64 = 0
+    /// Whether the capture is handing over a batch of frames: mDNS sent meanwhile waits in `outbox`.
+    private var inCaptureBatch = false
+    private var outbox: [MDNSTransmission] = []
+    /// Answers kept back at most (one `sendmmsg`).
+    static let outboxLimit = 64
     private var sources: [any DispatchSourceProtocol] = []
     private let queue: DispatchQueue
     private var stopped = false
@@ -172,10 +177,18 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
             sources.append(source)
         }
         // Frames are handled on the queue as the capture reads them: no hop to another thread, no queue between.
-        capture?.startDelivering { [weak self] frame in
-            guard let self, !self.stopped, let input = self.classify(frame) else { return }
-            deliver(input)
-        }
+        // What the frames of one batch bring about (answers above all) goes out when the batch ends.
+        capture?.startDelivering(
+            { [weak self] frame in
+                guard let self, !self.stopped, let input = self.classify(frame) else { return }
+                self.inCaptureBatch = true
+                deliver(input)
+            },
+            batchEnded: { [weak self] in
+                guard let self else { return }
+                self.inCaptureBatch = false
+                self.flushMDNS()
+            })
     }
 
     /// Reads every pending datagram, up to a batch.
@@ -263,6 +276,7 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
             )
         }
         for source in sources { source.cancel() }
+        outbox.removeAll()
         capture?.close()
         for socket in sockets { socket.close() }
         for socket in mdnsSockets { socket.close() }
@@ -291,9 +305,35 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
         if transmission.destination.port == MulticastDNS.port {
             ownTransmissions.note(transmission.bytes)
         }
+        // An answer to a captured query waits for the end of the capture's batch, and goes out with the others
+        // in one system call; anything else (a timer's announcement, a response after its delay) goes now.
+        if inCaptureBatch {
+            outbox.append(transmission)
+            if outbox.count >= Self.outboxLimit { flushMDNS() }
+            return
+        }
         try socket.send(
             transmission.bytes, to: transmission.destination, scopeID: transmission.destinationScopeID,
             from: transmission.source)
+    }
+
+    /// Sends the answers kept back during a capture batch, each family's with `sendmmsg`.
+    func flushMDNS() {
+        guard !outbox.isEmpty else { return }
+        let pending = outbox
+        outbox.removeAll(keepingCapacity: true)
+        for socket in mdnsSockets {
+            let family = pending.filter { Self.family(of: $0.destination.address) == socket.family }
+            guard !family.isEmpty else { continue }
+            let failures = socket.send(
+                batch: family.map {
+                    OutgoingDatagram(
+                        bytes: $0.bytes, destination: $0.destination, scopeID: $0.destinationScopeID, source: $0.source)
+                })
+            for failure in failures {
+                logger.warning("mDNS to \(family[failure.index].destination) on \(name): \(failure.error)")
+            }
+        }
     }
 
     /// Whether frames of our own can go out here (a capture is open): what address take-over and keepalive
@@ -304,8 +344,8 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
         try capture?.inject(frame)
     }
 
-    public func watch(_ addresses: [IPAddress]) throws {
-        watchedAddresses = addresses
+    public func watch(_ prefixes: [AddressPrefix]) throws {
+        watchedPrefixes = prefixes
         try updateFilter()
     }
 
@@ -316,7 +356,7 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
 
     private func updateFilter() throws {
         guard let capture else { return }
-        let filter = Self.filter(for: watchedAddresses, sources: watchedSources)
+        let filter = Self.filter(for: watchedPrefixes, sources: watchedSources)
         guard filter != captureFilter else { return }
         try capture.setFilter(filter)
         captureFilter = filter
@@ -343,52 +383,24 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     // MARK: The capture filter
 
     /// The kernel filter: mDNS to us, all ARP, ICMPv6 with hop limit 255 (Neighbour Discovery), IP to the held
-    /// addresses, and every frame from the MACs of declared hosts (whatever it is, it says the host is awake). Held addresses are listed one by one while few; with many, they are folded into the
-    /// narrowest prefixes that keep the program small (the kernel caps classic BPF at 4,096 instructions), so
-    /// that traffic to other addresses stays in the kernel. The core checks every packet exactly.
-    static func filter(for addresses: [IPAddress], sources: [MACAddress] = []) -> String {
+    /// addresses (the prefixes the core hands over: each address while few, the narrowest prefixes that keep the
+    /// program small when many), and every frame from the MACs of declared hosts (whatever it is, it says the host
+    /// is awake). Traffic to other addresses stays in the kernel; the core checks every packet exactly.
+    static func filter(for prefixes: [AddressPrefix], sources: [MACAddress] = []) -> String {
         var parts = ["udp dst port \(MulticastDNS.port)", "arp", "(icmp6 and ip6[7] = 255)"]
-        parts += destinationTerms(for: addresses, limit: 64)
+        parts += prefixes.map(destinationTerm)
         parts += sources.map { "ether src \($0)" }
         return parts.joined(separator: " or ")
     }
 
-    /// `dst host` or `dst net` terms covering `addresses` with at most `limit` terms.
+    /// `dst host ADDRESS` or `dst net PREFIX/LENGTH`.
+    static func destinationTerm(_ prefix: AddressPrefix) -> String {
+        prefix.isHost ? "dst host \(prefix.address)" : "dst net \(prefix.address)/\(prefix.length)"
+    }
+
+    /// The filter's terms for `addresses`, at most `limit`, as the core would fold them.
     public static func destinationTerms(for addresses: [IPAddress], limit: Int) -> [String] {
-        let v4 = addresses.compactMap { if case .v4(let a) = $0 { a } else { nil } }
-        let v6 = addresses.compactMap { if case .v6(let a) = $0 { a } else { nil } }
-        var terms: [String] = []
-        for length in [32, 28, 24, 20, 16, 8, 0] {
-            let prefixes = Set(v4.map { length == 0 ? 0 : $0.value & (UInt32.max << UInt32(32 - length)) })
-            if prefixes.count <= limit / 2 || length == 0 {
-                terms += prefixes.sorted().map { prefix in
-                    length == 32
-                        ? "dst host \(IPv4Address(value: prefix))" : "dst net \(IPv4Address(value: prefix))/\(length)"
-                }
-                break
-            }
-        }
-        if v4.isEmpty { terms.removeAll() }
-        var v6Terms: [String] = []
-        for length in [128, 120, 112, 104, 96, 80, 64, 48, 0] {
-            let prefixes = Set(
-                v6.map { address -> IPv6Address in
-                    if length >= 64 {
-                        let mask = length == 128 ? UInt64.max : UInt64.max << UInt64(128 - length)
-                        return IPv6Address(high: address.high, low: address.low & mask)
-                    }
-                    let mask = length == 0 ? 0 : UInt64.max << UInt64(64 - length)
-                    return IPv6Address(high: address.high & mask, low: 0)
-                })
-            if prefixes.count <= limit / 2 || length == 0 {
-                v6Terms = prefixes.sorted().map { prefix in
-                    length == 128 ? "dst host \(prefix)" : "dst net \(prefix)/\(length)"
-                }
-                break
-            }
-        }
-        if v6.isEmpty { v6Terms.removeAll() }
-        return terms + v6Terms
+        WatchedPrefixes(addresses).prefixes(limit: limit).map(destinationTerm)
     }
 
     static func family(of address: IPAddress) -> DatagramSocket.Family {

@@ -53,7 +53,9 @@ import Testing
 
     @Test func theAddressListTravelsWithTheChange() {
         let (_, actions) = Self.twoHostsSharingAGroup()
-        let lists = actions.compactMap { if case .proxiedAddressesChanged(_, let list) = $0 { list } else { nil } }
+        let lists = actions.compactMap {
+            if case .watchDestinations(_, let prefixes) = $0 { prefixes.map(\.address) } else { nil }
+        }
         #expect(lists.last == [.v6(IPv6Address("fd77::2")!), .v6(IPv6Address("fd78::2")!)])
     }
 

@@ -48,7 +48,7 @@ struct TakeoverTests {
         ).serialized()
     }
 
-    /// The list of held addresses the capture watches stays sorted and complete as hosts come and go, in
+    /// The addresses the capture watches (each alone while few) stay sorted and complete as hosts come and go, in
     /// whatever order they register, and each list in an action is the whole of it.
     @Test func theWatchedListFollowsEveryHost() throws {
         var harness = Harness()
@@ -61,7 +61,7 @@ struct TakeoverTests {
                 Update.bytes(
                     records: Update.host("host\(index)", ipv4: address),
                     owner: OwnerOption(sequence: 1, primaryMAC: MACAddress(0x02, 0x55, 0, 0, 0, UInt8(index + 1)))))
-            for case .proxiedAddressesChanged("eth0", let list) in actions { lastList = list }
+            for case .watchDestinations("eth0", let prefixes) in actions { lastList = prefixes.map(\.address) }
         }
         let all = addresses.map { IPAddress.v4($0) }.sorted()
         #expect(lastList == all)
@@ -72,14 +72,21 @@ struct TakeoverTests {
             Update.bytes(
                 records: Update.host("host0", ipv4: addresses[0]),
                 owner: OwnerOption(sequence: 2, primaryMAC: MACAddress(0x02, 0x55, 0, 0, 0, 1))))
-        #expect(!again.contains { if case .proxiedAddressesChanged = $0 { true } else { false } })
+        #expect(!again.contains { if case .watchDestinations = $0 { true } else { false } })
         // Moving to another address replaces it in the list.
         let moved = harness.register(
             Update.bytes(
                 records: Update.host("host0", ipv4: IPv4Address(10, 77, 0, 5)),
                 owner: OwnerOption(sequence: 3, primaryMAC: MACAddress(0x02, 0x55, 0, 0, 0, 1))))
         let expected = ([IPv4Address(10, 77, 0, 5)] + addresses.dropFirst()).map { IPAddress.v4($0) }.sorted()
-        #expect(moved.contains { if case .proxiedAddressesChanged("eth0", expected) = $0 { true } else { false } })
+        #expect(
+            moved.contains {
+                if case .watchDestinations("eth0", let prefixes) = $0 {
+                    prefixes.map(\.address) == expected
+                } else {
+                    false
+                }
+            })
         #expect(harness.core.proxiedAddresses(on: "eth0") == expected)
     }
 
@@ -97,7 +104,9 @@ struct TakeoverTests {
         let batch = [datagram(1, address: 41), datagram(2, address: 12), datagram(3, address: 33)]
         let actions = harness.core.handleRegistrations(batch, now: harness.now)
         #expect(actions.replies.count == 3)
-        let lists = actions.compactMap { if case .proxiedAddressesChanged(_, let list) = $0 { list } else { nil } }
+        let lists = actions.compactMap {
+            if case .watchDestinations(_, let prefixes) = $0 { prefixes.map(\.address) } else { nil }
+        }
         let first: [IPAddress] = [41, 12, 33].map { .v4(IPv4Address(10, 77, 0, $0)) }.sorted()
         #expect(lists == [first])
 
@@ -106,13 +115,48 @@ struct TakeoverTests {
         let next = harness.core.handleRegistrations(
             (0..<4).map { datagram(10 + $0, address: UInt8(5 + $0)) } + [datagram(1, address: 42, sequence: 2)],
             now: harness.now)
-        let after = next.compactMap { if case .proxiedAddressesChanged(_, let list) = $0 { list } else { nil } }
+        let after = next.compactMap {
+            if case .watchDestinations(_, let prefixes) = $0 { prefixes.map(\.address) } else { nil }
+        }
         let second: [IPAddress] = [42, 12, 33, 5, 6, 7, 8].map { .v4(IPv4Address(10, 77, 0, $0)) }.sorted()
         #expect(after == [second])
         #expect(harness.core.proxiedAddresses(on: "eth0") == second)
         // A batch of one is a single registration: its list comes with it.
         let single = harness.core.handleRegistrations([datagram(5, address: 60)], now: harness.now)
-        #expect(single.contains { if case .proxiedAddressesChanged = $0 { true } else { false } })
+        #expect(single.contains { if case .watchDestinations = $0 { true } else { false } })
+    }
+
+    /// With many held, the capture watches prefixes: a host that comes or goes within one of them changes nothing
+    /// the shell is told; one outside them does.
+    @Test func manyAddressesAreWatchedAsPrefixesThatRarelyChange() throws {
+        var harness = Harness()
+        func datagram(_ index: Int, address: IPv4Address) -> RegistrationDatagram {
+            RegistrationDatagram(
+                interface: Harness.interface, source: Harness.sleeper, destination: Harness.proxy,
+                bytes: Update.bytes(
+                    id: UInt16(index), records: Update.host("host\(index)", ipv4: address),
+                    owner: OwnerOption(
+                        sequence: 1, primaryMAC: MACAddress(0x02, 0x57, 0, 0, UInt8(index >> 8), UInt8(index & 0xFF)))))
+        }
+        // 100 addresses in 10.77.0.0/24 are more than 32: folded into the seven /28 blocks they use.
+        let actions = harness.core.handleRegistrations(
+            (1...100).map { datagram($0, address: IPv4Address(10, 77, 0, UInt8($0))) }, now: harness.now)
+        let watched = actions.compactMap { if case .watchDestinations(_, let prefixes) = $0 { prefixes } else { nil } }
+        #expect(watched.count == 1)
+        #expect(watched.first?.map(\.description) == (0..<7).map { "10.77.0.\($0 * 16)/28" })
+        // One more in a block already watched: nothing to tell the shell.
+        let inside = harness.core.handleRegistrations(
+            [datagram(101, address: IPv4Address(10, 77, 0, 101))], now: harness.now)
+        #expect(inside.replies.count == 1)
+        #expect(!inside.contains { if case .watchDestinations = $0 { true } else { false } })
+        // One in a block not watched yet: the blocks grow by one.
+        let outside = harness.core.handleRegistrations(
+            [datagram(102, address: IPv4Address(10, 77, 0, 200))], now: harness.now)
+        #expect(
+            outside.contains {
+                if case .watchDestinations("eth0", let prefixes) = $0 { prefixes.count == 8 } else { false }
+            })
+        #expect(harness.core.proxiedAddresses(on: "eth0").count == 102)
     }
 
     @Test func probesThenAnnouncesOnApplesSchedule() throws {
@@ -121,7 +165,7 @@ struct TakeoverTests {
         #expect(first.contains(.joinMulticastGroup("eth0", Self.ipv6.solicitedNodeGroup)))
         #expect(
             first.contains {
-                if case .proxiedAddressesChanged("eth0", let addresses) = $0 { !addresses.isEmpty } else { false }
+                if case .watchDestinations("eth0", let prefixes) = $0 { !prefixes.isEmpty } else { false }
             })
         #expect(Set(harness.core.proxiedAddresses(on: "eth0")) == [.v4(Self.ipv4), .v6(Self.ipv6)])
         var sent: [(Duration, EthernetFrame)] = []

@@ -119,6 +119,28 @@ ssize_t sp_udp_send(int fd, int family, const uint8_t *bytes, size_t length, con
                     uint16_t destination_port, uint32_t destination_scope_id, const uint8_t *source_address,
                     uint32_t interface_index);
 
+/// One datagram of a batch for sp_udp_send_batch: what sp_udp_send takes, for one datagram.
+typedef struct sp_udp_outgoing {
+    const uint8_t *bytes;
+    size_t length;
+    uint8_t destination_address[16];
+    /// Host order.
+    uint16_t destination_port;
+    uint32_t destination_scope_id;
+    /// Non-zero: `source_address` is the source to use; zero lets the kernel choose.
+    int has_source;
+    uint8_t source_address[16];
+    uint32_t interface_index;
+} sp_udp_outgoing;
+
+/// The most datagrams sp_udp_send_batch takes at once.
+#define SP_UDP_BATCH 64
+
+/// Sends `count` (at most SP_UDP_BATCH) datagrams of one `family` with as few sendmmsg calls as the kernel
+/// allows, each as sp_udp_send would. `errors[i]` becomes 0 if datagram i went out, or its -errno (a datagram the
+/// kernel refuses is skipped, and the rest are still sent). Returns how many went out.
+size_t sp_udp_send_batch(int fd, int family, const sp_udp_outgoing *datagrams, size_t count, int *errors);
+
 /// Wall-clock time (CLOCK_REALTIME) in nanoseconds since the Unix epoch.
 int64_t sp_wall_clock_ns(void);
 

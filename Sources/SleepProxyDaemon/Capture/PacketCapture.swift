@@ -76,11 +76,15 @@ public final class PacketCapture: Sendable {
     }
 
     /// Starts handing frames to `handler`, on the capture's queue. Call it once, on that queue. The frame's bytes are a copy the handler
-    /// may keep.
-    public func startDelivering(_ handler: @escaping (CapturedFrame) -> Void) {
+    /// may keep. `batchEnded`, if given, runs after each batch of frames read together (one `pcap_dispatch`), so
+    /// that what the handler made of them can go out together.
+    public func startDelivering(
+        _ handler: @escaping (CapturedFrame) -> Void, batchEnded: (() -> Void)? = nil
+    ) {
         onQueue {
             guard owner.receiver.handler == nil, !owner.closing, !owner.activated else { return }
             owner.receiver.handler = handler
+            owner.receiver.batchEnded = batchEnded
             owner.activate()
         }
     }
@@ -272,6 +276,7 @@ public final class PacketCapture: Sendable {
 /// the capture closes); touched only on the capture's queue.
 private final class Receiver {
     var handler: ((CapturedFrame) -> Void)?
+    var batchEnded: (() -> Void)?
     let nanosecondStamps: Bool
     var captured: UInt64 = 0
 
@@ -329,6 +334,7 @@ private final class HandleOwner: @unchecked Sendable {
             let count = pcap_dispatch(handle, Self.framesPerDispatch, handleFrame, context)
             // The handler may have closed the capture.
             if closing { return }
+            if count > 0 { receiver.batchEnded?() }
             if count > 0 { continue }
             if count < 0 && count != PCAP_ERROR_BREAK {
                 // The interface is gone or the socket failed; nothing more will come.
@@ -351,6 +357,7 @@ private final class HandleOwner: @unchecked Sendable {
         closing = true
         // Closed from the handler: the frames left in this `pcap_dispatch` round are not delivered.
         receiver.handler = nil
+        receiver.batchEnded = nil
         if let handle { pcap_breakloop(handle) }
         stopReading()
         if !activated {
@@ -373,6 +380,7 @@ private final class HandleOwner: @unchecked Sendable {
             self.handle = nil
         }
         receiver.handler = nil
+        receiver.batchEnded = nil
     }
 
     private func stopReading() {

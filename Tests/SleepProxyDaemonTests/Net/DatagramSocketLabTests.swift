@@ -198,6 +198,43 @@ struct DatagramSocketLabTests {
         }
     }
 
+    /// A batch larger than one `sendmmsg` (64) goes out whole, in order, from the given source; the one datagram
+    /// of another family is reported by its index and keeps none of the others back.
+    @Test("send(batch:) sends every datagram but the one it cannot, and says which", arguments: families)
+    func batchSend(family: DatagramSocket.Family) async throws {
+        try await Lab.withLab { lab in
+            let proxy = lab.host(.proxy)
+            let waker = lab.host(.waker)
+            let sender = try lab.withNamespace(.proxy) {
+                try DatagramSocket(family: family, interface: Lab.interfaceName, port: 0)
+            }
+            defer { sender.close() }
+            let receiver = try lab.withNamespace(.waker) {
+                try DatagramSocket(family: family, interface: Lab.interfaceName, port: 0)
+            }
+            defer { receiver.close() }
+            let to = try #require(IPAddress(family == .ipv4 ? waker.ipv4 : waker.ula))
+            let from = try #require(IPAddress(family == .ipv4 ? proxy.ipv4 : proxy.ula))
+            let elsewhere = try #require(IPAddress(family == .ipv4 ? "fd77::9" : "10.77.0.9"))
+            let batch = (0..<100).map { number in
+                OutgoingDatagram(
+                    bytes: Array("datagram \(number)".utf8),
+                    destination: Endpoint(address: number == 50 ? elsewhere : to, port: receiver.localPort),
+                    source: from)
+            }
+            let failures = sender.send(batch: batch)
+            #expect(failures.map(\.index) == [50])
+            #expect(failures.first?.error.code == .addressFamilyMismatch)
+            var received: [String] = []
+            while received.count < 99 {
+                let datagram = try await nextDatagram(from: receiver, within: .seconds(5))
+                #expect(datagram.source.address == from)
+                received.append(String(decoding: datagram.bytes, as: UTF8.self))
+            }
+            #expect(received == (0..<100).filter { $0 != 50 }.map { "datagram \($0)" })
+        }
+    }
+
     // MARK: What the socket does not see
 
     @Test("receive() returns nil when nothing is pending", arguments: families)

@@ -44,8 +44,8 @@ import Testing
             journal.entries.append("\(name) mdns")
         }
         func inject(_ frame: [UInt8]) throws { journal.entries.append("\(name) inject \(frame.count)") }
-        func watch(_ addresses: [IPAddress]) throws {
-            journal.entries.append("\(name) watch \(addresses.map(\.description).joined(separator: ","))")
+        func watch(_ prefixes: [AddressPrefix]) throws {
+            journal.entries.append("\(name) watch \(prefixes.map(\.description).joined(separator: ","))")
         }
         func watchSources(_ sources: [MACAddress]) throws {
             journal.entries.append("\(name) sources \(sources.map(\.description).joined(separator: ","))")
@@ -105,7 +105,8 @@ import Testing
         ]
         let group = IPv6Address("ff02::1:ff00:1")!
         let actions: [Action] = [
-            .joinMulticastGroup("vlan20", group), .proxiedAddressesChanged("eth0", [IPAddress("10.0.0.9")!]),
+            .joinMulticastGroup("vlan20", group),
+            .watchDestinations("eth0", [AddressPrefix(host: IPAddress("10.0.0.9")!)]),
             .setNeighbour("vlan20", IPAddress("10.1.0.9")!, MACAddress(2, 0, 0, 0, 0, 9)),
             .injectFrame("eth9", [1]), .removeNeighbour("vlan20", IPAddress("10.1.0.9")!),
             .leaveMulticastGroup("vlan20", group),
@@ -118,7 +119,7 @@ import Testing
             ])
     }
 
-    /// Each list of held addresses is complete: of several for one interface in a batch (one per registration),
+    /// Each list of watched prefixes is complete: of several for one interface in a batch (one per registration),
     /// only the last rebuilds the capture filter; another interface's list is kept.
     @Test func onlyTheLastListOfHeldAddressesPerInterfaceIsWatched() {
         let journal = Journal()
@@ -128,10 +129,11 @@ import Testing
             "vlan20": RecordingEffects(journal: journal, name: "vlan20"),
         ]
         let actions: [Action] = [
-            .proxiedAddressesChanged("eth0", [IPAddress("10.0.0.9")!]),
-            .proxiedAddressesChanged("vlan20", [IPAddress("10.1.0.9")!]),
+            .watchDestinations("eth0", [AddressPrefix(host: IPAddress("10.0.0.9")!)]),
+            .watchDestinations("vlan20", [AddressPrefix(host: IPAddress("10.1.0.9")!)]),
             .injectFrame("eth0", [1]),
-            .proxiedAddressesChanged("eth0", [IPAddress("10.0.0.9")!, IPAddress("10.0.0.10")!]),
+            .watchDestinations(
+                "eth0", [AddressPrefix(host: IPAddress("10.0.0.9")!), AddressPrefix(host: IPAddress("10.0.0.10")!)]),
         ]
         #expect(performer(journal, store: store, effects: effects).perform(actions))
         #expect(journal.entries == ["vlan20 watch 10.1.0.9", "eth0 inject 1", "eth0 watch 10.0.0.9,10.0.0.10"])
