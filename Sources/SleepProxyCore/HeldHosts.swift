@@ -282,7 +282,7 @@ struct HeldHosts: Sendable {
         return false
     }
 
-    /// Ends deferring: the interfaces whose list changed meanwhile, each list sorted.
+    /// Ends deferring: the interfaces whose held addresses changed meanwhile.
     mutating func endDeferringListChanges() -> Set<InterfaceName> {
         let changed = deferredListChanges ?? []
         deferredListChanges = nil

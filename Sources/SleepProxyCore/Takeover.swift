@@ -128,6 +128,13 @@ extension SleepProxyCore {
         hosts.endDeferringListChanges().sorted().flatMap { watchedPrefixesChanged(on: $0) }
     }
 
+    /// A capture opened anew on `interface` (an interface served from a reload on): it is handed the prefixes to
+    /// watch, whatever was handed before (to no shell, or to one that is gone).
+    public mutating func captureOpened(on interface: InterfaceName) -> [Action] {
+        hosts.forgetWatchedPrefixes(on: interface)
+        return watchedPrefixesChanged(on: interface)
+    }
+
     private mutating func watchedPrefixesChanged(on interface: InterfaceName) -> [Action] {
         guard let prefixes = hosts.newWatchedPrefixes(on: interface, limit: Self.watchedPrefixLimit) else { return [] }
         return [.watchDestinations(interface, prefixes)]

@@ -61,8 +61,10 @@ public struct WatchedPrefixes: Sendable, Equatable {
         change(address, by: 1)
     }
 
-    /// Removes one address added before.
+    /// Removes one address added before (the caller keeps track: removing one never added would take it off
+    /// the prefixes it shares with others).
     public mutating func remove(_ address: IPAddress) {
+        assert(count > 0, "an address removed that was never added")
         change(address, by: -1)
     }
 

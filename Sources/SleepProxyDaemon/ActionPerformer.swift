@@ -10,7 +10,7 @@ public protocol InterfaceEffects: AnyObject {
     func sendReply(_ reply: RegistrationReply) throws
     func sendMDNS(_ transmission: MDNSTransmission) throws
     func inject(_ frame: [UInt8]) throws
-    /// The held addresses on this interface are now exactly `addresses`: the capture watches them.
+    /// The capture watches these prefixes now (every held address on this interface falls in one of them).
     func watch(_ prefixes: [AddressPrefix]) throws
     /// The declared hosts on this interface are now exactly `sources`: the capture sees every frame they send.
     func watchSources(_ sources: [MACAddress]) throws

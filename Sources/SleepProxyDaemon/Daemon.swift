@@ -508,6 +508,9 @@ public final class Daemon: @unchecked Sendable {
         for shell in added {
             shells[shell.name] = shell
             core.setLink(shell.link)
+            // Hosts the lease store kept for this interface were held while nothing served it: its new capture
+            // watches their addresses.
+            perform(core.captureOpened(on: shell.name))
             if configuration.responder { warnAboutKernelSettings(interface: shell.name.rawValue) }
             startShell(shell.name)
             logger.notice("reload: serving \(shell.name)")

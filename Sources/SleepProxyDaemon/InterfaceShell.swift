@@ -277,6 +277,7 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
         }
         for source in sources { source.cancel() }
         outbox.removeAll()
+        inCaptureBatch = false
         capture?.close()
         for socket in sockets { socket.close() }
         for socket in mdnsSockets { socket.close() }

@@ -157,6 +157,12 @@ struct TakeoverTests {
                 if case .watchDestinations("eth0", let prefixes) = $0 { prefixes.count == 8 } else { false }
             })
         #expect(harness.core.proxiedAddresses(on: "eth0").count == 102)
+        // A capture opened anew there (an interface served again from a reload) is handed them all the same.
+        let reopened = harness.core.captureOpened(on: "eth0")
+        #expect(
+            reopened.contains {
+                if case .watchDestinations("eth0", let prefixes) = $0 { prefixes.count == 8 } else { false }
+            })
     }
 
     @Test func probesThenAnnouncesOnApplesSchedule() throws {

@@ -277,6 +277,8 @@ public final class PacketCapture: Sendable {
 private final class Receiver {
     var handler: ((CapturedFrame) -> Void)?
     var batchEnded: (() -> Void)?
+    /// Whether a frame went to the handler since `batchEnded` last ran.
+    var deliveredSinceBatchEnd = false
     let nanosecondStamps: Bool
     var captured: UInt64 = 0
 
@@ -295,6 +297,7 @@ private final class Receiver {
             originalLength: Int(header.len)
         )
         captured += 1
+        deliveredSinceBatchEnd = true
         handler?(frame)
     }
 }
@@ -332,9 +335,14 @@ private final class HandleOwner: @unchecked Sendable {
             .assumingMemoryBound(to: UInt8.self)
         for _ in 0..<Self.dispatchBatches {
             let count = pcap_dispatch(handle, Self.framesPerDispatch, handleFrame, context)
+            // Whatever ended the call (frames then an error, the handler closing the capture), the batch that was
+            // delivered ends here.
+            if receiver.deliveredSinceBatchEnd {
+                receiver.deliveredSinceBatchEnd = false
+                receiver.batchEnded?()
+            }
             // The handler may have closed the capture.
             if closing { return }
-            if count > 0 { receiver.batchEnded?() }
             if count > 0 { continue }
             if count < 0 && count != PCAP_ERROR_BREAK {
                 // The interface is gone or the socket failed; nothing more will come.
