@@ -100,24 +100,27 @@ func judge(_ figure: String, _ value: Double?, _ comparison: String, _ aim: Doub
 /// With `PERF_DIRECTORY` set, records a CPU profile of the whole machine for the next `seconds` (`perf record -a
 /// -g`, on the software clock: virtual machines have no hardware counters) into `PERF_DIRECTORY/name.data`, for
 /// `perf report -i FILE --pid PID --no-children`; the returned closure waits until it is written. Without it,
-/// does nothing. (Recording one process with `-p` makes perf spin once a thread of it exits.)
-func startProfile(_ pid: Int32, name: String, seconds: Int) -> () -> Void {
+/// does nothing. perf is started through the lab, which clears the signal mask a child would otherwise inherit
+/// from a Dispatch thread: with SIGCHLD and SIGINT blocked, perf never stops. (Recording one process with `-p`
+/// also makes perf spin once a thread of that process exits.)
+func startProfile(_ lab: Lab, _ pid: Int32, name: String, seconds: Int) -> () -> Void {
     guard let directory = ProcessInfo.processInfo.environment["PERF_DIRECTORY"] else { return {} }
     try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     let path = "\(directory)/\(name).data"
-    let perf = Process()
-    perf.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    perf.arguments = [
-        "perf", "record", "-a", "-g", "-e", "cpu-clock", "-F", "1000", "-o", path, "--", "sleep", String(seconds),
-    ]
-    perf.standardOutput = FileHandle.nullDevice
-    perf.standardError = FileHandle.nullDevice
-    guard (try? perf.run()) != nil else {
+    guard Lab.missingTools(["perf"]).isEmpty,
+        let perf = try? lab.spawn(
+            .proxy,
+            ["perf", "record", "-a", "-g", "-e", "cpu-clock", "-F", "1000", "-o", path, "--", "sleep", String(seconds)])
+    else {
         print("profile \(name) skipped: perf is not installed (apt-get install linux-perf)")
         return {}
     }
     return {
-        perf.waitUntilExit()
+        guard perf.wait(timeout: .seconds(Int64(seconds) + 120)) != nil else {
+            _ = perf.terminate()
+            print("profile \(name): perf did not finish; killed")
+            return
+        }
         print("profile: \(path) (the daemon is pid \(pid))")
     }
 }

@@ -297,7 +297,7 @@ func runMDNSComparison(seconds: Int = 10, rounds: Int = 3) async throws {
             let daemon = try await startLabDaemon(lab)
             if round == 1 { try register(profile, in: lab) }
             try await waitForTakeovers(daemon, limit: .seconds(30))
-            let stopProfile = round == 1 ? startProfile(daemon.pid, name: "mdns-50-hosts", seconds: seconds) : {}
+            let stopProfile = round == 1 ? startProfile(lab, daemon.pid, name: "mdns-50-hosts", seconds: seconds) : {}
             let figures = try await measureAnswers(
                 lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: 0, responder: daemon.pid)
             stopProfile()
@@ -454,7 +454,7 @@ func runScaling(counts: [Int] = scalingCounts(), seconds: Int = 5, rounds: Int =
             var fromCache = 0.0
             for round in 1...rounds {
                 let stopProfile =
-                    round == 1 ? startProfile(daemon.pid, name: "mdns-\(count)-hosts", seconds: seconds) : {}
+                    round == 1 ? startProfile(lab, daemon.pid, name: "mdns-\(count)-hosts", seconds: seconds) : {}
                 ours.add(
                     try await measureAnswers(
                         lab, server: proxy, file: cached, seconds: seconds, pacedSeconds: seconds,
@@ -464,7 +464,7 @@ func runScaling(counts: [Int] = scalingCounts(), seconds: Int = 5, rounds: Int =
                     let before = labMetrics(lab)
                     let stopProfile =
                         round == 1
-                        ? startProfile(daemon.pid, name: "mdns-uncached-\(count)-hosts", seconds: seconds) : {}
+                        ? startProfile(lab, daemon.pid, name: "mdns-uncached-\(count)-hosts", seconds: seconds) : {}
                     oursUncached.add(
                         try await measureAnswers(
                             lab, server: proxy, file: uncached, seconds: seconds, pacedSeconds: 0,
@@ -494,7 +494,7 @@ func runScaling(counts: [Int] = scalingCounts(), seconds: Int = 5, rounds: Int =
             if count >= 2_000 {
                 let more = HeldHostsProfile(count: count + 1_000)
                 cpu = processCPUSeconds(daemon.pid)
-                let stopProfile = startProfile(daemon.pid, name: "registrations-\(count)-held", seconds: 15)
+                let stopProfile = startProfile(lab, daemon.pid, name: "registrations-\(count)-held", seconds: 15)
                 try register(more, count..<count + 1_000, in: lab)
                 try await waitForTakeovers(daemon, limit: .seconds(60))
                 stopProfile()
