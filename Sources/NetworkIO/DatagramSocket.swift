@@ -313,20 +313,10 @@ public final class DatagramSocket: Sendable {
         interfaceIndex: UInt32? = nil
     ) throws {
         // The texts of errors are built only when one is thrown: this runs for every answer.
-        let localPort = self.localPort
-        func what() -> String {
-            let from = source.map { " from \(Endpoint(address: $0, port: localPort))" } ?? ""
-            return "UDP\(from) to \(destination)"
-        }
-        if !family.contains(destination.address) {
-            throw SystemError.addressFamilyMismatch(
-                send: what(), socket: name, address: destination.address, family: family)
-        }
-        if let source, !family.contains(source) {
-            throw SystemError.addressFamilyMismatch(send: what(), socket: name, address: source, family: family)
-        }
+        func what() -> String { sendDescription(to: destination, from: source) }
+        if let mismatch = familyMismatch(to: destination, from: source) { throw mismatch }
         let outgoing = interfaceIndex ?? self.interfaceIndex
-        let scope = scopeID == 0 && destination.address == groupAddress ? outgoing : scopeID
+        let scope = scope(for: destination, scopeID: scopeID, outgoing: outgoing)
         func via() -> String {
             switch outgoing {
             case self.interfaceIndex: ""
@@ -375,39 +365,24 @@ public final class DatagramSocket: Sendable {
     /// out does not keep the others back: the returned list says which failed, by index, and why.
     public func send(batch datagrams: [OutgoingDatagram]) -> [(index: Int, error: SystemError)] {
         var failures: [(index: Int, error: SystemError)] = []
-        let localPort = self.localPort
         func what(_ datagram: OutgoingDatagram) -> String {
-            let from = datagram.source.map { " from \(Endpoint(address: $0, port: localPort))" } ?? ""
-            return "UDP\(from) to \(datagram.destination)"
+            sendDescription(to: datagram.destination, from: datagram.source)
         }
         var eligible: [Int] = []
         eligible.reserveCapacity(datagrams.count)
         for (index, datagram) in datagrams.enumerated() {
-            if !family.contains(datagram.destination.address) {
-                failures.append(
-                    (
-                        index,
-                        SystemError.addressFamilyMismatch(
-                            send: what(datagram), socket: name, address: datagram.destination.address, family: family)
-                    ))
-            } else if let source = datagram.source, !family.contains(source) {
-                failures.append(
-                    (
-                        index,
-                        SystemError.addressFamilyMismatch(
-                            send: what(datagram), socket: name, address: source, family: family)
-                    ))
+            if let mismatch = familyMismatch(to: datagram.destination, from: datagram.source) {
+                failures.append((index, mismatch))
             } else {
                 eligible.append(index)
             }
         }
         let interfaceIndex = self.interfaceIndex
-        let groupAddress = self.groupAddress
         let addressFamily = family.addressFamily
         let name = self.name
         var start = 0
         while start < eligible.count {
-            let chunk = Array(eligible[start..<min(start + Int(SP_UDP_BATCH), eligible.count)])
+            let chunk = Array(eligible[start..<min(start + Self.batchLimit, eligible.count)])
             start += chunk.count
             var outgoing = [sp_udp_outgoing](repeating: sp_udp_outgoing(), count: chunk.count)
             var errors = [Int32](repeating: 0, count: chunk.count)
@@ -418,9 +393,8 @@ public final class DatagramSocket: Sendable {
                     datagram.destination.address.bytes.withUnsafeBytes { target.copyMemory(from: $0) }
                 }
                 outgoing[slot].destination_port = datagram.destination.port
-                outgoing[slot].destination_scope_id =
-                    datagram.scopeID == 0 && datagram.destination.address == groupAddress
-                    ? interfaceIndex : datagram.scopeID
+                outgoing[slot].destination_scope_id = scope(
+                    for: datagram.destination, scopeID: datagram.scopeID, outgoing: interfaceIndex)
                 if let source = datagram.source {
                     outgoing[slot].has_source = 1
                     withUnsafeMutableBytes(of: &outgoing[slot].source_address) { target in
@@ -460,6 +434,34 @@ public final class DatagramSocket: Sendable {
             }
         }
         return failures.sorted { $0.index < $1.index }
+    }
+
+    /// The most datagrams one `sendmmsg` of `send(batch:)` carries.
+    public static let batchLimit = Int(SP_UDP_BATCH)
+
+    /// `UDP from ADDRESS:PORT to ADDRESS:PORT`, for the errors of a send.
+    private func sendDescription(to destination: Endpoint, from source: IPAddress?) -> String {
+        let from = source.map { " from \(Endpoint(address: $0, port: localPort))" } ?? ""
+        return "UDP\(from) to \(destination)"
+    }
+
+    /// Why a datagram to `destination` from `source` cannot go out on this socket's family, if it cannot.
+    private func familyMismatch(to destination: Endpoint, from source: IPAddress?) -> SystemError? {
+        if !family.contains(destination.address) {
+            return SystemError.addressFamilyMismatch(
+                send: sendDescription(to: destination, from: source), socket: name, address: destination.address,
+                family: family)
+        }
+        if let source, !family.contains(source) {
+            return SystemError.addressFamilyMismatch(
+                send: sendDescription(to: destination, from: source), socket: name, address: source, family: family)
+        }
+        return nil
+    }
+
+    /// The scope of a destination: a datagram to the socket's group with no scope given goes out on `outgoing`.
+    private func scope(for destination: Endpoint, scopeID: UInt32, outgoing: UInt32) -> UInt32 {
+        scopeID == 0 && destination.address == groupAddress ? outgoing : scopeID
     }
 
     /// Makes the kernel drop everything that arrives at this socket before it is queued (a socket filter that

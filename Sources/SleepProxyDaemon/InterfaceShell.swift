@@ -63,8 +63,6 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     /// Whether the capture is handing over a batch of frames: mDNS sent meanwhile waits in `outbox`.
     private var inCaptureBatch = false
     private var outbox: [MDNSTransmission] = []
-    /// Answers kept back at most (one `sendmmsg`).
-    static let outboxLimit = 64
     private var sources: [any DispatchSourceProtocol] = []
     private let queue: DispatchQueue
     private var stopped = false
@@ -310,7 +308,7 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
         // in one system call; anything else (a timer's announcement, a response after its delay) goes now.
         if inCaptureBatch {
             outbox.append(transmission)
-            if outbox.count >= Self.outboxLimit { flushMDNS() }
+            if outbox.count >= DatagramSocket.batchLimit { flushMDNS() }
             return
         }
         try socket.send(
