@@ -126,6 +126,7 @@ if wanted("roundtrip") {
 }
 if wanted("registrations") {
     let directory = try runRegistrationBenchmark()
+    try forgetExtraOwners(directory: directory)
     let restore = Process()
     restore.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
     restore.arguments = ["restore", directory]
