@@ -160,3 +160,29 @@ public enum RData: Hashable, Sendable {
         }
     }
 }
+
+extension RData {
+    /// Feeds the RDATA to `hasher` with the names inside it (PTR and SRV targets, the NSEC next name) folded to
+    /// lower case, without building them: RDATA that DNS calls the same (names compared ignoring ASCII case, RFC
+    /// 4343) hash alike. Other RDATA hashes as `hash(into:)` does.
+    public func hashIgnoringCase(into hasher: inout Hasher) {
+        switch self {
+        case .ptr(let name):
+            hasher.combine(0 as UInt8)
+            name.hashIgnoringCase(into: &hasher)
+        case .srv(let srv):
+            hasher.combine(1 as UInt8)
+            hasher.combine(srv.priority)
+            hasher.combine(srv.weight)
+            hasher.combine(srv.port)
+            srv.target.hashIgnoringCase(into: &hasher)
+        case .nsec(let nsec):
+            hasher.combine(2 as UInt8)
+            nsec.nextName.hashIgnoringCase(into: &hasher)
+            hasher.combine(nsec.bitmap)
+        default:
+            hasher.combine(3 as UInt8)
+            hasher.combine(self)
+        }
+    }
+}

@@ -24,20 +24,33 @@ extension SleepProxyCore {
         var reannounced: [DNSRecord] = []
         var duplicates: [DNSRecord] = []
         for record in theirs where record.type != .opt {
-            for key in hosts.holders(of: record.name, on: packet.interface) {
-                guard let host = hosts[key] else { continue }
-                let sameType = host.owner.records.map(\.record).filter {
-                    $0.type == record.type && $0.name.caseInsensitiveEquals(record.name)
-                }
-                if let ours = sameType.first(where: { HeldRecord.identical($0, record) }) {
-                    guard isResponse, host.answers(ours, at: now) else { continue }
+            // Our own copy of their record in a response: looked up by the record, so that a shared record every
+            // held host has (`_services._dns-sd._udp.local. PTR _ssh._tcp.local.`) costs one lookup, not one per
+            // host. The first holder that answers it speaks for all: the copies are one record on the wire.
+            if isResponse {
+                for key in hosts.holders(of: RecordDigest(record, interface: packet.interface), on: packet.interface) {
+                    guard let host = hosts[key],
+                        let ours = host.owner.records.first(where: { HeldRecord.identical($0.record, record) })?
+                            .record,
+                        host.answers(ours, at: now)
+                    else { continue }
                     if record.ttl < ours.ttl / 2 {
                         if !reannounced.contains(ours) { reannounced.append(ours) }
                     } else {
                         duplicates.append(ours)
                     }
-                    continue
+                    break
                 }
+            }
+            // A conflict needs a unique record of ours with the name and type and other data: only the owners
+            // with a unique record of the name are looked at, never every host holding a shared name.
+            for key in hosts.uniqueCandidates(of: record.name, on: packet.interface) {
+                guard let host = hosts[key] else { continue }
+                let sameType = host.owner.records.map(\.record).filter {
+                    $0.type == record.type && $0.name.caseInsensitiveEquals(record.name)
+                }
+                // A holder with its own copy of the record has no conflict with it (answered or not).
+                guard !sameType.contains(where: { HeldRecord.identical($0, record) }) else { continue }
                 let unique = sameType.filter(\.cacheFlush)
                 guard !unique.isEmpty, record.ttl > 0, packet.sourceMAC != host.owner.wakeMAC else { continue }
                 guard isResponse else {

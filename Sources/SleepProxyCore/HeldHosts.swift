@@ -2,9 +2,9 @@ import DNSWire
 import NetworkAddresses
 
 /// Every held host and every index over them, kept in step by this type alone: the hosts by owner, their names
-/// and records by digest (for answers and goodbyes), the unique names and who holds each, the held addresses
-/// (per packet, and as the sorted list the capture watches), the solicited-node groups joined, each host's lease
-/// expiry and next step, and a `generation` that changes whenever a change may alter an answer.
+/// and records by digest (for answers and goodbyes), the unique names and who holds each, the hosts by wake MAC,
+/// the held addresses (per packet, and as the sorted list the capture watches), the solicited-node groups joined,
+/// each host's lease expiry and next step, and a `generation` that changes whenever a change may alter an answer.
 ///
 /// The rules (what to hold, when to claim, what to send) are the core's; this type only keeps the books.
 struct HeldHosts: Sendable {
@@ -21,9 +21,13 @@ struct HeldHosts: Sendable {
     /// When record probes end (a silent record answers from then on): each moves `generation` on.
     private var probeEnds = DeadlineHeap<Bool>()
 
-    /// Unique names (see `HeldRecord.claimsUniqueName`) to the owners whose records claim them, in the order they
-    /// came: the first that still claims it holds it (`uniqueHolder`).
+    /// Unique names to the owners whose records claim them (see `HeldRecord.claimsUniqueName`) or carry the
+    /// cache-flush bit, in the order they came: the first that still claims it holds it (`uniqueHolder`), and only
+    /// these owners can have a record another host's answer conflicts with (`uniqueCandidates`). A shared name
+    /// (`_ssh._tcp.local.`, held by every host with ssh) has none, however many hosts hold it.
     private var uniqueNames: [NameDigest: Holders] = [:]
+    /// Owners by interface and wake MAC (the host's own traffic comes from it): who speaks for itself again.
+    private var wakeMACs: [LinkMAC: Holders] = [:]
     /// Every held name to the owners holding records with it, for answering queries: an entry is a number and a
     /// list, not a copy of the name.
     private var names: [NameDigest: Holders] = [:]
@@ -115,8 +119,9 @@ struct HeldHosts: Sendable {
             let name = NameDigest(held.record.name, interface: key.interface)
             records[RecordDigest(held.record, name: name), default: []].append(mac)
             names[name, default: []].appendUnlessLast(mac)
-            if HeldRecord.claimsUniqueName(held.record) { uniqueNames[name, default: []].appendUnlessLast(mac) }
+            if Self.isUniqueCandidate(held.record) { uniqueNames[name, default: []].appendUnlessLast(mac) }
         }
+        wakeMACs[LinkMAC(interface: key.interface, mac: owner.wakeMAC), default: []].append(mac)
         expiries[key] = owner.expiresAt
     }
 
@@ -137,7 +142,7 @@ struct HeldHosts: Sendable {
         for held in owner.records {
             let name = NameDigest(held.record.name, interface: key.interface)
             heldNames.insert(name)
-            if HeldRecord.claimsUniqueName(held.record) { claimed.insert(name) }
+            if Self.isUniqueCandidate(held.record) { claimed.insert(name) }
             let digest = RecordDigest(held.record, name: name)
             records[digest]?.removeFirst(mac)
             if records[digest]?.isEmpty == true { records[digest] = nil }
@@ -150,8 +155,17 @@ struct HeldHosts: Sendable {
             uniqueNames[name]?.removeAll(mac)
             if uniqueNames[name]?.isEmpty == true { uniqueNames[name] = nil }
         }
+        let waking = LinkMAC(interface: key.interface, mac: owner.wakeMAC)
+        wakeMACs[waking]?.removeFirst(mac)
+        if wakeMACs[waking]?.isEmpty == true { wakeMACs[waking] = nil }
         expiries[key] = nil
         return host
+    }
+
+    /// Whether `record` puts its owner among the unique name's candidates: it claims the name, or it is unique by
+    /// the client's word (cache-flush).
+    private static func isUniqueCandidate(_ record: DNSRecord) -> Bool {
+        record.cacheFlush || HeldRecord.claimsUniqueName(record)
     }
 
     /// Replaces a held host's records, keeping what the proxy does for it (take-overs, probes of records it still
@@ -191,6 +205,18 @@ struct HeldHosts: Sendable {
         return held.indices.contains { position in
             HeldRecord.claimsUniqueName(held[position].record) && held[position].record.name.caseInsensitiveEquals(name)
         }
+    }
+
+    /// The owners on `interface` that may hold a unique record named `name` (one claiming the name, or with the
+    /// cache-flush bit): those another host's record of that name can conflict with. Their records are to be
+    /// checked; owners holding only shared records of the name are never among them.
+    func uniqueCandidates(of name: DNSName, on interface: InterfaceName) -> LazyMapSequence<Holders, OwnerKey> {
+        (uniqueNames[NameDigest(name, interface: interface)] ?? []).keys(on: interface)
+    }
+
+    /// The owners on `interface` whose wake MAC is `mac`: the hosts whose own traffic a frame from `mac` is.
+    func owners(wakingAt mac: MACAddress, on interface: InterfaceName) -> [OwnerKey] {
+        Array((wakeMACs[LinkMAC(interface: interface, mac: mac)] ?? []).keys(on: interface))
     }
 
     /// The owner holding the unique `name` on `interface`, if any.
@@ -467,9 +493,10 @@ struct NameDigest: Hashable, Sendable {
 }
 
 /// A held record as the index of holders sees it: a digest of the interface, the name folded to lower case, the
-/// type and the RDATA. Records that are the same (`sameRecord`) have the same digest; the rare different records
-/// with the same digest share a list of holders, and whoever looks a record up checks the holders' own records,
-/// so a shared digest never makes a record count as held.
+/// type and the RDATA with the names inside it folded too. Records that are the same (`sameRecord`), and records
+/// that DNS calls identical (`HeldRecord.identical`: names in any case), have the same digest; the rare different
+/// records with the same digest share a list of holders, and whoever looks a record up checks the holders' own
+/// records, so a shared digest never makes a record count as held.
 struct RecordDigest: Hashable, Sendable {
     let value: Int
 
@@ -482,7 +509,7 @@ struct RecordDigest: Hashable, Sendable {
         var hasher = Hasher()
         hasher.combine(name.value)
         hasher.combine(record.type)
-        hasher.combine(record.rdata)
+        record.rdata.hashIgnoringCase(into: &hasher)
         value = hasher.finalize()
     }
 
@@ -496,6 +523,12 @@ struct RecordDigest: Hashable, Sendable {
 struct GroupKey: Hashable, Sendable {
     var interface: InterfaceName
     var group: IPv6Address
+}
+
+/// A MAC address on one interface.
+struct LinkMAC: Hashable, Sendable {
+    var interface: InterfaceName
+    var mac: MACAddress
 }
 
 /// An address on one interface.

@@ -105,7 +105,10 @@ extension SleepProxyCore {
     // MARK: Hosts that never send OWNER
 
     mutating func releaseOnOwnTraffic(_ message: DNSMessage, _ packet: MDNSPacket, now: UnixTime) -> [Action] {
+        // Only the hosts whose wake MAC sent it are looked at (usually none), not every host holding a name.
         guard let mac = packet.sourceMAC else { return [] }
+        let senders = hosts.owners(wakingAt: mac, on: packet.interface)
+        guard !senders.isEmpty else { return [] }
         // A packet with OWNER speaks for its sender; the OWNER rules decide.
         guard !message.optRecords.contains(where: { $0.optData?.owner != nil }) else { return [] }
         let isProbe = !message.flags.isResponse && !message.questions.isEmpty && !message.authorities.isEmpty
@@ -118,22 +121,23 @@ extension SleepProxyCore {
             return []
         }
         var actions: [Action] = []
-        var seen = Set<OwnerKey>()
-        for record in claimed {
-            for key in hosts.holders(of: record.name, on: packet.interface) {
-                guard let host = hosts[key], host.owner.wakeMAC == mac, seen.insert(key).inserted else { continue }
-                if isProbe {
-                    actions += drop(
-                        key, reason: .released("probed for its name \(record.name) from its own MAC \(mac)"), now: now)
-                } else if now - host.owner.registeredAt > MulticastDNS.ownerReleaseAge {
-                    actions += drop(
-                        key,
-                        reason: .released(
-                            "announced its name \(record.name) from its own MAC \(mac), \((now - host.owner.registeredAt).components.seconds) s after it registered"
-                        ), now: now)
-                }
-                // Earlier, it is a host still answering for itself as it goes to sleep: keep everything.
+        for key in senders {
+            guard let host = hosts[key], host.owner.wakeMAC == mac,
+                let record = claimed.first(where: { record in
+                    host.owner.records.contains { $0.record.name.caseInsensitiveEquals(record.name) }
+                })
+            else { continue }
+            if isProbe {
+                actions += drop(
+                    key, reason: .released("probed for its name \(record.name) from its own MAC \(mac)"), now: now)
+            } else if now - host.owner.registeredAt > MulticastDNS.ownerReleaseAge {
+                actions += drop(
+                    key,
+                    reason: .released(
+                        "announced its name \(record.name) from its own MAC \(mac), \((now - host.owner.registeredAt).components.seconds) s after it registered"
+                    ), now: now)
             }
+            // Earlier, it is a host still answering for itself as it goes to sleep: keep everything.
         }
         return actions
     }

@@ -87,4 +87,26 @@ struct RDataTests {
             try reply.encoded()
                 == HexDump.bytes("4B2E A800 0000 0000 0000 0001 00 0029 05A0 00001194 0008 0002 0004 00001C20"))
     }
+
+    /// RDATA that DNS calls the same (names inside compared ignoring ASCII case) hashes alike when hashed ignoring
+    /// case; other data, and a different field beside the name, does not.
+    @Test func rdataHashedIgnoringCaseFoldsOnlyTheNamesInside() throws {
+        func folded(_ rdata: RData) -> Int {
+            var hasher = Hasher()
+            rdata.hashIgnoringCase(into: &hasher)
+            return hasher.finalize()
+        }
+        #expect(folded(.ptr("Fanboy._ssh._tcp.local.")) == folded(.ptr("fanboy._SSH._tcp.LOCAL.")))
+        #expect(folded(.ptr("fanboy._ssh._tcp.local.")) != folded(.ptr("fanboz._ssh._tcp.local.")))
+        let srv = SRVData(port: 22, target: "FANBOY.local.")
+        #expect(folded(.srv(srv)) == folded(.srv(SRVData(port: 22, target: "fanboy.LOCAL."))))
+        #expect(folded(.srv(srv)) != folded(.srv(SRVData(port: 23, target: "fanboy.local."))))
+        #expect(folded(.srv(srv)) != folded(.ptr("fanboy.local.")))
+        let nsec = NSECData(nextName: "Fanboy.local.", types: [.a, .aaaa])
+        #expect(folded(.nsec(nsec)) == folded(.nsec(NSECData(nextName: "fanboy.local.", types: [.aaaa, .a]))))
+        #expect(folded(.nsec(nsec)) != folded(.nsec(NSECData(nextName: "fanboy.local.", types: [.a]))))
+        // Data without names is hashed as it is: case in a TXT string is data.
+        #expect(folded(.txt(try TXTData(["a=B"]))) != folded(.txt(try TXTData(["a=b"]))))
+        #expect(folded(.a(IPv4Address(10, 2, 2, 15))) == folded(.a(IPv4Address(10, 2, 2, 15))))
+    }
 }
