@@ -9,17 +9,25 @@ public struct DNSName: @unchecked Sendable {
     /// Where the uncompressed wire form lives: length-prefixed labels ending with the zero-length root label.
     /// Names decoded from one message share one storage block; a name never changes the bytes it refers to.
     let storage: NameStorage
-    let start: Int
+    /// Where the wire form starts in the storage, and its length (at most 255 bytes): kept narrow so that a name
+    /// takes 16 bytes in the records that hold it, not 24 (a quarter of a million held records have two each).
+    private let offset: UInt32
+    private let length: UInt8
+
+    /// Where the wire form starts in the storage.
+    @inline(__always) var start: Int { Int(offset) }
     /// The length of the wire form, including the root label.
-    public let wireLength: Int
+    @inline(__always) public var wireLength: Int { Int(length) }
 
     /// The root name `.`.
     public static let root = DNSName(uncheckedWire: [0])
 
+    /// A name over `length` bytes of `storage` from `start`; the length is at most 255 (a name's limit, which
+    /// every builder checks before this).
     init(storage: NameStorage, start: Int, length: Int) {
         self.storage = storage
-        self.start = start
-        self.wireLength = length
+        self.offset = UInt32(start)
+        self.length = UInt8(length)
     }
 
     init(uncheckedWire: some Collection<UInt8>) {

@@ -2,13 +2,17 @@
 /// The block is written once, before any value refers to it, and never again.
 struct SharedBytes: @unchecked Sendable {
     let storage: NameStorage
-    let start: Int
-    let count: Int
+    /// Narrow, so that the bytes take 16 bytes where they are held (TXT RDATA of every held service), not 24.
+    private let offset: UInt32
+    private let length: UInt32
+
+    @inline(__always) var start: Int { Int(offset) }
+    @inline(__always) var count: Int { Int(length) }
 
     init(storage: NameStorage, start: Int, count: Int) {
         self.storage = storage
-        self.start = start
-        self.count = count
+        self.offset = UInt32(start)
+        self.length = UInt32(count)
     }
 
     /// Copies `bytes` into a block of their own.
