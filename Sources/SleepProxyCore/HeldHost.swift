@@ -90,10 +90,11 @@ struct RecordIdentity: Hashable, Sendable {
 struct RecordProbe: Hashable, Sendable {
     /// When the silent probe began; conflicts before its first tick are ignored.
     var started: UnixTime
-    /// Multicast conflicts forgiven during this probe (Apple forgives one, with a one-second pause).
-    var forgiven = 0
+    /// Multicast conflicts forgiven during this probe (Apple forgives one, with a one-second pause). The counts are
+    /// narrow: a restore starts a probe for every unique record of every host at once.
+    var forgiven: UInt8 = 0
     /// Announcements once verified: 2 after a registration, 4 after a conflict.
-    var announcements: Int
+    var announcements: UInt8
     /// Whether this probe follows a conflict: a further conflict before the record has settled wakes the owner.
     var afterConflict: Bool
 

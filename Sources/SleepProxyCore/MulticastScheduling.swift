@@ -26,7 +26,7 @@ extension SleepProxyCore {
     /// Announces records at the end of a probe: as many times as the probe says, the gaps doubling from 1 s.
     mutating func scheduleAnnouncements(of records: [DNSRecord], on link: Link, probe: RecordProbe) {
         var due = probe.verifiedAt
-        for index in 0..<probe.announcements {
+        for index in 0..<Int(probe.announcements) {
             scheduleMulticast(records, interface: link.name, groups: Self.groups(of: link), at: due, announcement: true)
             let gaps = RecordProbe.conflictAnnouncementGaps
             due = due + gaps[min(index, gaps.count - 1)]
