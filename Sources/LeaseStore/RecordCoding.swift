@@ -66,7 +66,8 @@ enum RecordCoding {
         held.reserveCapacity(message.answers.count)
         var registeredAt = ownerRegisteredAt.nanoseconds
         var previousExpiresAt: Int64?
-        for (index, record) in message.answers.enumerated() {
+        // The records keep only their own names, each once, not the block the whole blob was decompressed into.
+        for (index, record) in message.answers.withCompactStorage().enumerated() {
             guard let sequence = reader.byte(), let registeredDelta = reader.varint(),
                 let expiryDelta = reader.varint()
             else {

@@ -259,7 +259,8 @@ extension SleepProxyCore {
         let replacedCount = (existing?.owner.records.count ?? 0) - records.count
         var dropped: [String] = []
         var newRecords: [DNSRecord] = []
-        for record in registration.records {
+        // Held for hours: the records keep only their own names, each once, not the datagram's whole block.
+        for record in registration.records.withCompactStorage() {
             if HeldRecord.claimsUniqueName(record), let holder = hosts.uniqueHolder(of: record.name, on: key.interface),
                 holder != key
             {
