@@ -1,7 +1,8 @@
 // libFuzzer target for the DNS decoder. Built by Fuzz/run.sh with -sanitize=fuzzer,address.
 //
 // Oracle: decoding never traps; whatever decodes re-encodes under every compression policy and decodes back
-// to an equal message.
+// to an equal message; its records moved into compact storage (as held records are) are equal and encode to the
+// same bytes.
 import DNSWire
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -17,6 +18,15 @@ public func fuzzDNSMessage(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         }
         guard let again = try? DNSMessage(decoding: encoded), again == message else {
             fatalError("round trip changed the message under \(compression)")
+        }
+    }
+    for section in [message.answers, message.authorities, message.additionals] {
+        let compact = section.withCompactStorage()
+        guard compact == section else { fatalError("compact storage changed the records") }
+        for (moved, original) in zip(compact, section) {
+            guard (try? moved.encodedStandalone()) == (try? original.encodedStandalone()) else {
+                fatalError("compact storage changed a record's bytes")
+            }
         }
     }
     if let first = message.answers.first ?? message.additionals.first {
