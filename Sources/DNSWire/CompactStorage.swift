@@ -8,17 +8,25 @@ extension Array where Element == DNSRecord {
     /// keep all of it alive. A host's names repeat (its host name is the target of every SRV and reverse mapping),
     /// so the block made here is usually smaller than the message's names were decompressed.
     public func withCompactStorage() -> [DNSRecord] {
-        // Where each distinct name goes in the new block, and where each TXT's bytes go, in order of appearance.
-        var placed: [DNSName: Int] = [:]
-        placed.reserveCapacity(count * 2)
-        var order: [DNSName] = []
+        // Pass one: each distinct name and each TXT's bytes get a place in the new block; `slots` lists the place
+        // of every name and TXT in the order pass two meets them. A host has a dozen or two distinct names, so a
+        // name is looked for among them one by one (lengths first): cheaper than hashing each.
+        var distinct: [DNSName] = []
+        var places: [Int] = []
         var texts: [(bytes: SharedBytes, offset: Int)] = []
+        var slots: [Int] = []
+        slots.reserveCapacity(count * 2)
         var size = 0
         func plan(_ name: DNSName) {
-            guard placed[name] == nil else { return }
-            placed[name] = size
-            order.append(name)
-            size += name.wireLength
+            let length = name.wireLength
+            for index in distinct.indices where distinct[index].wireLength == length && distinct[index] == name {
+                slots.append(places[index])
+                return
+            }
+            distinct.append(name)
+            places.append(size)
+            slots.append(size)
+            size += length
         }
         for record in self {
             plan(record.name)
@@ -28,16 +36,15 @@ extension Array where Element == DNSRecord {
             case .nsec(let nsec): plan(nsec.nextName)
             case .txt(let txt):
                 texts.append((txt.bytes, size))
+                slots.append(size)
                 size += txt.bytes.count
             default: break
             }
         }
         let storage = NameStorage.make(capacity: size)
         storage.withUnsafeMutablePointerToElements { block in
-            for name in order {
-                name.withWire { wire in
-                    (block + placed[name]!).update(from: wire.baseAddress!, count: wire.count)
-                }
+            for (name, place) in zip(distinct, places) {
+                name.withWire { wire in (block + place).update(from: wire.baseAddress!, count: wire.count) }
             }
             for text in texts where text.bytes.count > 0 {
                 text.bytes.withUnsafeBufferPointer { bytes in
@@ -45,10 +52,12 @@ extension Array where Element == DNSRecord {
                 }
             }
         }
+        // Pass two: the records again, each name and TXT at its slot.
+        var next = 0
         func moved(_ name: DNSName) -> DNSName {
-            DNSName(storage: storage, start: placed[name]!, length: name.wireLength)
+            defer { next += 1 }
+            return DNSName(storage: storage, start: slots[next], length: name.wireLength)
         }
-        var nextText = 0
         return map { record in
             var copy = record
             copy.name = moved(record.name)
@@ -62,10 +71,9 @@ extension Array where Element == DNSRecord {
                 nsec.nextName = moved(nsec.nextName)
                 copy.rdata = .nsec(nsec)
             case .txt(let txt):
-                let text = texts[nextText]
-                nextText += 1
                 copy.rdata = .txt(
-                    TXTData(validatedRData: SharedBytes(storage: storage, start: text.offset, count: txt.bytes.count)))
+                    TXTData(validatedRData: SharedBytes(storage: storage, start: slots[next], count: txt.bytes.count)))
+                next += 1
             default:
                 break
             }
