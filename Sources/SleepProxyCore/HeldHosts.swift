@@ -493,10 +493,10 @@ struct NameDigest: Hashable, Sendable {
 }
 
 /// A held record as the index of holders sees it: a digest of the interface, the name folded to lower case, the
-/// type and the RDATA with the names inside it folded too. Records that are the same (`sameRecord`), and records
-/// that DNS calls identical (`HeldRecord.identical`: names in any case), have the same digest; the rare different
-/// records with the same digest share a list of holders, and whoever looks a record up checks the holders' own
-/// records, so a shared digest never makes a record count as held.
+/// type and the RDATA with the names inside it folded too. Records that are the same (`sameRecord`: names in any
+/// case, as DNS compares them, and as `HeldRecord.identical` does) have the same digest; the rare different records
+/// with the same digest share a list of holders, and whoever looks a record up checks the holders' own records, so
+/// a shared digest never makes a record count as held.
 struct RecordDigest: Hashable, Sendable {
     let value: Int
 
@@ -513,9 +513,11 @@ struct RecordDigest: Hashable, Sendable {
         value = hasher.finalize()
     }
 
-    /// The same record as far as holding goes: name in any case, same type and RDATA.
+    /// The same record as far as holding goes: same type, the name and the names inside the RDATA in any case
+    /// (RFC 4343), the rest of the RDATA byte for byte. A cache holds `PTR Foo._ssh…` and `PTR foo._ssh…` as one
+    /// record: one host's goodbye for it would take another's from every cache.
     static func sameRecord(_ a: DNSRecord, _ b: DNSRecord) -> Bool {
-        a.type == b.type && a.rdata == b.rdata && a.name.caseInsensitiveEquals(b.name)
+        a.type == b.type && a.name.caseInsensitiveEquals(b.name) && HeldRecord.sameRData(a.rdata, b.rdata)
     }
 }
 

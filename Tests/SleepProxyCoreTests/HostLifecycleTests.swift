@@ -151,6 +151,29 @@ struct HostLifecycleTests {
         #expect(control.run(until: control.now + .seconds(1)).sentMessages.contains { $0.answers.contains(ptr) })
     }
 
+    /// Another host's copy of a shared record with its RDATA name in another case is the same record to every
+    /// cache (RFC 4343): the first host going says no goodbye for it.
+    @Test func aSharedRecordHeldInAnotherCaseGetsNoGoodbye() throws {
+        var harness = Harness()
+        let keys = (0..<2).map {
+            OwnerKey(interface: Harness.interface, primaryMAC: MACAddress(0x02, 0, 0, 0, 0, 0x54 + $0))
+        }
+        for (index, key) in keys.enumerated() {
+            let target: DNSName = index == 0 ? "_ssh._tcp.local." : "_SSH._tcp.local."
+            harness.register(
+                Update.bytes(
+                    id: UInt16(index + 1),
+                    records: Update.host("host\(index)", ipv4: IPv4Address(10, 77, 0, UInt8(4 + index))) + [
+                        DNSRecord(name: "_services._dns-sd._udp.local.", ttl: 4500, rdata: .ptr(target))
+                    ],
+                    owner: OwnerOption(sequence: 1, primaryMAC: key.primaryMAC)))
+        }
+        harness.run(until: harness.now + .seconds(5))
+        let goodbyes = harness.core.forget(keys[0], now: harness.now, reason: "test").sentMessages.flatMap(\.answers)
+        #expect(goodbyes.contains { $0.name == "_ssh._tcp.local." && $0.ttl == 0 }, "its own instance's PTR goes")
+        #expect(!goodbyes.contains { $0.name == "_services._dns-sd._udp.local." }, "the other host still holds it")
+    }
+
     /// A goodbye for a shared record goes out only when nobody else holds it: here `_services._dns-sd._udp`
     /// PTR `_ssh._tcp`, which three hosts registered. They go in an order that takes the holders of the record
     /// from the middle, then the front: the record stays answered until the last one goes.
