@@ -26,6 +26,8 @@ struct MulticastSchedule: Sendable {
     /// it took 24): with 10,000 held hosts announced on both families they hold about 400,000.
     private var lastMulticastV4: [RecordDigest: UnixTime] = [:]
     private var lastMulticastV6: [RecordDigest: UnixTime] = [:]
+    /// When the multicast times were last pruned.
+    private var prunedAt: UnixTime?
     /// When each held record was last announced again after someone's goodbye for it.
     private var reannouncedAt: [RecordIdentity: UnixTime] = [:]
     /// Answers to recent questions (see `SleepProxyCore.cachedAnswer`), valid for one `HeldHosts.generation` and
@@ -75,6 +77,11 @@ struct MulticastSchedule: Sendable {
     mutating func pruneMulticastTimes(recordCount: Int, now: UnixTime) {
         // Entries older than a TTL's quarter no longer matter; keep a few minutes' worth.
         let limit = 2 * recordCount + 512
+        guard lastMulticastV4.count > limit || lastMulticastV6.count > limit else { return }
+        // After thousands of hosts went at once the tables stay over the limit until their times age out: looked
+        // at once a minute then, not at every response.
+        if let prunedAt, now - prunedAt < .seconds(60), now >= prunedAt { return }
+        prunedAt = now
         if lastMulticastV4.count > limit {
             lastMulticastV4 = lastMulticastV4.filter { now - $0.value < .seconds(1200) }
         }
@@ -101,6 +108,7 @@ struct MulticastSchedule: Sendable {
         updatePending { $0.due = $0.due + step }
         lastMulticastV4 = lastMulticastV4.mapValues { $0 + step }
         lastMulticastV6 = lastMulticastV6.mapValues { $0 + step }
+        prunedAt = prunedAt.map { $0 + step }
     }
 
     // MARK: The answer cache
