@@ -13,19 +13,33 @@ extension Array where Element == DNSRecord {
         // name is looked for among them one by one (lengths first): cheaper than hashing each.
         var distinct: [DNSName] = []
         var places: [Int] = []
+        // Past a few dozen distinct names (a large registration, up to hundreds), they are looked up by hash.
+        var index: [DNSName: Int]?
         var texts: [(bytes: SharedBytes, offset: Int)] = []
         var slots: [Int] = []
         slots.reserveCapacity(count * 2)
         var size = 0
         func plan(_ name: DNSName) {
             let length = name.wireLength
-            for index in distinct.indices where distinct[index].wireLength == length && distinct[index] == name {
-                slots.append(places[index])
-                return
+            if let index {
+                if let place = index[name] {
+                    slots.append(place)
+                    return
+                }
+            } else {
+                for position in distinct.indices
+                where distinct[position].wireLength == length && distinct[position] == name {
+                    slots.append(places[position])
+                    return
+                }
             }
             distinct.append(name)
             places.append(size)
             slots.append(size)
+            index?[name] = size
+            if index == nil, distinct.count > 32 {
+                index = Dictionary(uniqueKeysWithValues: zip(distinct, places))
+            }
             size += length
         }
         for record in self {

@@ -48,4 +48,16 @@ struct CompactStorageTests {
         // Compacting again changes nothing.
         #expect(compact.withCompactStorage() == records)
     }
+
+    /// A large registration: past a few dozen distinct names they are found by hash, with the same result.
+    @Test func manyDistinctNamesAreEachPlacedOnce() throws {
+        let records = try (0..<300).map { index in
+            DNSRecord(
+                name: try DNSName(labels: ["host\(index % 150)", "local"]), ttl: 120,
+                rdata: .ptr(try DNSName(labels: ["Target\(index % 7)", "local"])))
+        }
+        let compact = records.withCompactStorage()
+        #expect(compact == records)
+        #expect(compact.map(\.rdata) == records.map(\.rdata))
+    }
 }
