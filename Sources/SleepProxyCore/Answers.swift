@@ -258,12 +258,9 @@ extension SleepProxyCore {
     func lookup(_ name: DNSName, type: DNSType, interface: InterfaceName, now: UnixTime) -> [DNSRecord] {
         var found = advertisementLookup(name, type: type, interface: interface)
         for key in hosts.holders(of: name, on: interface) {
-            guard let host = hosts[key] else { continue }
-            for held in host.owner.records
-            where (type == .any || held.record.type == type) && held.record.name.caseInsensitiveEquals(name)
-                && host.answers(held.record, at: now)
-            {
-                found.append(held.record)
+            hosts.forEachRecord(of: key, named: name, type: type == .any ? nil : type, at: now) { record, answered, _ in
+                if answered { found.append(record) }
+                return true
             }
         }
         return found
@@ -289,12 +286,17 @@ extension SleepProxyCore {
             guard note(record) else { return nil }
         }
         for key in hosts.holders(of: name, on: interface) {
-            guard let host = hosts[key] else { continue }
-            for held in host.owner.records where held.record.name.caseInsensitiveEquals(name) {
-                if !answered, host.answers(held.record, at: now) { answered = true }
+            var shared = false
+            hosts.forEachRecord(of: key, named: name, type: nil, at: now) { record, answeredNow, wakingWhole in
+                if answeredNow { answered = true }
                 // A host woken whole answers nothing, and its records say nothing about the name's types.
-                if !host.isWakingWhole, !note(held.record) { return nil }
+                if !wakingWhole, !note(record) {
+                    shared = true
+                    return false
+                }
+                return true
             }
+            if shared { return nil }
         }
         guard answered else { return nil }
         return (types.sorted(), ttl ?? 120)

@@ -187,6 +187,24 @@ struct HeldHosts: Sendable {
 
     // MARK: Who holds what
 
+    /// Calls `body` with each record of the host of `key` named `name` (ignoring case) and of `type` (nil: any),
+    /// whether the host answers it at `now`, and whether the host is being woken whole; `body` returns false to
+    /// stop. Reads the host in place: the lookups made for every question copy neither the host nor its records.
+    func forEachRecord(
+        of key: OwnerKey, named name: DNSName, type: DNSType?, at now: UnixTime,
+        _ body: (DNSRecord, _ answered: Bool, _ wakingWhole: Bool) -> Bool
+    ) {
+        guard let index = storage.index(forKey: key) else { return }
+        let records = storage.values[index].owner.records
+        let wakingWhole = storage.values[index].isWakingWhole
+        for position in records.indices {
+            if let type, records[position].record.type != type { continue }
+            guard records[position].record.name.caseInsensitiveEquals(name) else { continue }
+            let answered = storage.values[index].answers(records[position].record, at: now)
+            guard body(records[position].record, answered, wakingWhole) else { return }
+        }
+    }
+
     /// Whether the host of `key` holds `record` (exactly as received) and answers it at `now`. Looks at the host
     /// in place: a lookup made for every record of every multicast response copies nothing.
     func holds(_ record: DNSRecord, key: OwnerKey, answeringAt now: UnixTime) -> Bool {
