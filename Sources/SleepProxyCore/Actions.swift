@@ -62,7 +62,7 @@ public enum Action: Hashable, Sendable {
     case injectFrame(InterfaceName, [UInt8])
     /// The held addresses on an interface changed so that the capture is to watch these prefixes now (each held
     /// address alone while few, folded into prefixes when many; see `WatchedPrefixes`).
-    case watchDestinations(InterfaceName, [AddressPrefix])
+    case watchDestinations(InterfaceName, [Link.Prefix])
     /// Join or leave an IPv6 multicast group (the solicited-node group of held addresses). The core counts the
     /// addresses sharing a group: a join comes with the first, a leave with the last.
     case joinMulticastGroup(InterfaceName, IPv6Address)

@@ -3,7 +3,7 @@ import NetworkAddresses
 
 /// Every held host and every index over them, kept in step by this type alone: the hosts by owner, their names
 /// and records by digest (for answers and goodbyes), the unique names and who holds each, the hosts by wake MAC,
-/// the held addresses (per packet, and as the sorted list the capture watches), the solicited-node groups joined,
+/// the held addresses (per packet, and as the prefixes the capture watches), the solicited-node groups joined,
 /// each host's lease expiry and next step, and a `generation` that changes whenever a change may alter an answer.
 ///
 /// The rules (what to hold, when to claim, what to send) are the core's; this type only keeps the books.
@@ -43,7 +43,7 @@ struct HeldHosts: Sendable {
     private var watched: [InterfaceName: WatchedPrefixes] = [:]
     /// The prefixes last handed to the shell for each interface: a change of addresses that leaves them as they
     /// are (the usual case with many held) is not passed on.
-    private var watchedAnnounced: [InterfaceName: [AddressPrefix]] = [:]
+    private var watchedAnnounced: [InterfaceName: [Link.Prefix]] = [:]
     /// While set (during a restore or a batch of registrations), interfaces whose address list changed, to be
     /// announced once at the end.
     private(set) var deferredListChanges: Set<InterfaceName>?
@@ -287,7 +287,7 @@ struct HeldHosts: Sendable {
 
     /// The prefixes the capture on `interface` is to watch (at most `limit`), if they differ from those handed
     /// over last; noted as handed over.
-    mutating func newWatchedPrefixes(on interface: InterfaceName, limit: Int) -> [AddressPrefix]? {
+    mutating func newWatchedPrefixes(on interface: InterfaceName, limit: Int) -> [Link.Prefix]? {
         let prefixes = watched[interface]?.prefixes(limit: limit) ?? []
         guard watchedAnnounced[interface] != prefixes else { return nil }
         watchedAnnounced[interface] = prefixes

@@ -1,21 +1,11 @@
 public import NetworkAddresses
 
-/// A block of addresses: `address` with every bit past the first `length` zero.
-public struct AddressPrefix: Hashable, Sendable, Comparable, CustomStringConvertible {
-    public let address: IPAddress
-    public let length: Int
-
-    public init(_ address: IPAddress, length: Int) {
-        self.address = address
-        self.length = length
-    }
-
-    /// One address alone.
+extension Link.Prefix: Comparable {
+    /// One address alone (a /32 or /128).
     public init(host address: IPAddress) {
-        self.address = address
         switch address {
-        case .v4: length = 32
-        case .v6: length = 128
+        case .v4: self.init(address: address, length: 32)
+        case .v6: self.init(address: address, length: 128)
         }
     }
 
@@ -26,8 +16,6 @@ public struct AddressPrefix: Hashable, Sendable, Comparable, CustomStringConvert
         case .v6: length == 128
         }
     }
-
-    public var description: String { isHost ? "\(address)" : "\(address)/\(length)" }
 
     public static func < (lhs: Self, rhs: Self) -> Bool {
         lhs.address == rhs.address ? lhs.length < rhs.length : lhs.address < rhs.address
@@ -88,19 +76,19 @@ public struct WatchedPrefixes: Sendable, Equatable {
 
     /// The prefixes to watch, at most `limit` in all: for each family the narrowest length at which its addresses
     /// fall in no more than `limit / 2` prefixes (all of a family's addresses fold into one prefix at worst).
-    public func prefixes(limit: Int) -> [AddressPrefix] {
-        var result: [AddressPrefix] = []
+    public func prefixes(limit: Int) -> [Link.Prefix] {
+        var result: [Link.Prefix] = []
         if let index = v4.indices.first(where: { v4[$0].count <= limit / 2 || Self.v4Lengths[$0] == 0 }),
             !v4[index].isEmpty
         {
             result += v4[index].keys.sorted().map {
-                AddressPrefix(.v4(IPv4Address(value: $0)), length: Self.v4Lengths[index])
+                Link.Prefix(address: .v4(IPv4Address(value: $0)), length: Self.v4Lengths[index])
             }
         }
         if let index = v6.indices.first(where: { v6[$0].count <= limit / 2 || Self.v6Lengths[$0] == 0 }),
             !v6[index].isEmpty
         {
-            result += v6[index].keys.sorted().map { AddressPrefix(.v6($0), length: Self.v6Lengths[index]) }
+            result += v6[index].keys.sorted().map { Link.Prefix(address: .v6($0), length: Self.v6Lengths[index]) }
         }
         return result
     }

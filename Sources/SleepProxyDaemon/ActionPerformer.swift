@@ -11,7 +11,7 @@ public protocol InterfaceEffects: AnyObject {
     func sendMDNS(_ transmission: MDNSTransmission) throws
     func inject(_ frame: [UInt8]) throws
     /// The capture watches these prefixes now (every held address on this interface falls in one of them).
-    func watch(_ prefixes: [AddressPrefix]) throws
+    func watch(_ prefixes: [Link.Prefix]) throws
     /// The declared hosts on this interface are now exactly `sources`: the capture sees every frame they send.
     func watchSources(_ sources: [MACAddress]) throws
     func joinGroup(_ group: IPv6Address) throws

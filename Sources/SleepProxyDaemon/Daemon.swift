@@ -586,8 +586,9 @@ public final class Daemon: @unchecked Sendable {
         return String(decoding: buffer[0..<count].filter { $0 > 0x20 }, as: UTF8.self)
     }
 
-    /// `dst host` or `dst net` terms covering `addresses` with at most `limit` terms.
+    /// The capture filter's `dst host` or `dst net` terms for `addresses`, at most `limit`, folded as the core
+    /// folds them.
     public static func destinationTerms(for addresses: [IPAddress], limit: Int) -> [String] {
-        InterfaceShell.destinationTerms(for: addresses, limit: limit)
+        WatchedPrefixes(addresses).prefixes(limit: limit).map(InterfaceShell.destinationTerm)
     }
 }

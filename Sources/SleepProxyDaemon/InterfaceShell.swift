@@ -50,7 +50,7 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     private var mdnsSockets: [DatagramSocket] = []
     private var capture: PacketCapture?
     private var captureFilter = ""
-    private var watchedPrefixes: [AddressPrefix] = []
+    private var watchedPrefixes: [Link.Prefix] = []
     private var watchedSources: [MACAddress] = []
     private var neighbours: NeighbourTable?
     private var membership: MulticastMembership?
@@ -343,7 +343,7 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
         try capture?.inject(frame)
     }
 
-    public func watch(_ prefixes: [AddressPrefix]) throws {
+    public func watch(_ prefixes: [Link.Prefix]) throws {
         watchedPrefixes = prefixes
         try updateFilter()
     }
@@ -385,7 +385,7 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     /// addresses (the prefixes the core hands over: each address while few, the narrowest prefixes that keep the
     /// program small when many), and every frame from the MACs of declared hosts (whatever it is, it says the host
     /// is awake). Traffic to other addresses stays in the kernel; the core checks every packet exactly.
-    static func filter(for prefixes: [AddressPrefix], sources: [MACAddress] = []) -> String {
+    static func filter(for prefixes: [Link.Prefix], sources: [MACAddress] = []) -> String {
         var parts = ["udp dst port \(MulticastDNS.port)", "arp", "(icmp6 and ip6[7] = 255)"]
         parts += prefixes.map(destinationTerm)
         parts += sources.map { "ether src \($0)" }
@@ -393,13 +393,8 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
     }
 
     /// `dst host ADDRESS` or `dst net PREFIX/LENGTH`.
-    static func destinationTerm(_ prefix: AddressPrefix) -> String {
+    static func destinationTerm(_ prefix: Link.Prefix) -> String {
         prefix.isHost ? "dst host \(prefix.address)" : "dst net \(prefix.address)/\(prefix.length)"
-    }
-
-    /// The filter's terms for `addresses`, at most `limit`, as the core would fold them.
-    public static func destinationTerms(for addresses: [IPAddress], limit: Int) -> [String] {
-        WatchedPrefixes(addresses).prefixes(limit: limit).map(destinationTerm)
     }
 
     static func family(of address: IPAddress) -> DatagramSocket.Family {

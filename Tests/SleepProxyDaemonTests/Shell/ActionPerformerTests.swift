@@ -44,7 +44,7 @@ import Testing
             journal.entries.append("\(name) mdns")
         }
         func inject(_ frame: [UInt8]) throws { journal.entries.append("\(name) inject \(frame.count)") }
-        func watch(_ prefixes: [AddressPrefix]) throws {
+        func watch(_ prefixes: [Link.Prefix]) throws {
             journal.entries.append("\(name) watch \(prefixes.map(\.description).joined(separator: ","))")
         }
         func watchSources(_ sources: [MACAddress]) throws {
@@ -106,7 +106,7 @@ import Testing
         let group = IPv6Address("ff02::1:ff00:1")!
         let actions: [Action] = [
             .joinMulticastGroup("vlan20", group),
-            .watchDestinations("eth0", [AddressPrefix(host: IPAddress("10.0.0.9")!)]),
+            .watchDestinations("eth0", [Link.Prefix(host: IPAddress("10.0.0.9")!)]),
             .setNeighbour("vlan20", IPAddress("10.1.0.9")!, MACAddress(2, 0, 0, 0, 0, 9)),
             .injectFrame("eth9", [1]), .removeNeighbour("vlan20", IPAddress("10.1.0.9")!),
             .leaveMulticastGroup("vlan20", group),
@@ -114,7 +114,7 @@ import Testing
         #expect(performer(journal, store: store, effects: effects).perform(actions))
         #expect(
             journal.entries == [
-                "vlan20 join ff02::1:ff00:1", "eth0 watch 10.0.0.9", "vlan20 neighbour 10.1.0.9 02:00:00:00:00:09",
+                "vlan20 join ff02::1:ff00:1", "eth0 watch 10.0.0.9/32", "vlan20 neighbour 10.1.0.9 02:00:00:00:00:09",
                 "vlan20 forget 10.1.0.9", "vlan20 leave ff02::1:ff00:1",
             ])
     }
@@ -129,14 +129,15 @@ import Testing
             "vlan20": RecordingEffects(journal: journal, name: "vlan20"),
         ]
         let actions: [Action] = [
-            .watchDestinations("eth0", [AddressPrefix(host: IPAddress("10.0.0.9")!)]),
-            .watchDestinations("vlan20", [AddressPrefix(host: IPAddress("10.1.0.9")!)]),
+            .watchDestinations("eth0", [Link.Prefix(host: IPAddress("10.0.0.9")!)]),
+            .watchDestinations("vlan20", [Link.Prefix(host: IPAddress("10.1.0.9")!)]),
             .injectFrame("eth0", [1]),
             .watchDestinations(
-                "eth0", [AddressPrefix(host: IPAddress("10.0.0.9")!), AddressPrefix(host: IPAddress("10.0.0.10")!)]),
+                "eth0", [Link.Prefix(host: IPAddress("10.0.0.9")!), Link.Prefix(host: IPAddress("10.0.0.10")!)]),
         ]
         #expect(performer(journal, store: store, effects: effects).perform(actions))
-        #expect(journal.entries == ["vlan20 watch 10.1.0.9", "eth0 inject 1", "eth0 watch 10.0.0.9,10.0.0.10"])
+        #expect(
+            journal.entries == ["vlan20 watch 10.1.0.9/32", "eth0 inject 1", "eth0 watch 10.0.0.9/32,10.0.0.10/32"])
     }
 
     @Test func aFailingSendDoesNotStopTheActionsAfterIt() {
