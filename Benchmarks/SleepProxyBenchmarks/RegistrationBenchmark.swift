@@ -88,9 +88,20 @@ func residentMegabytes() -> Double {
     return kilobytes / 1024
 }
 
-/// How long after its last acknowledgement a phase of registrations is still charged CPU: the silent probe
-/// (750 ms), the first announcement's random delay and the second announcement a second later, with room to spare.
-let announcementsSettle = 3.0
+/// Waits until the daemon in this process is quiet after a phase of registrations: its records are announced after
+/// their silent probe (750 ms) and again a second later, so at least two seconds, then until two half-seconds in a
+/// row pass with under 5 ms of CPU each (at most ten seconds in all).
+func waitForAnnouncements() {
+    let clock = ContinuousClock()
+    let deadline = clock.now + .seconds(10)
+    Thread.sleep(forTimeInterval: 2)
+    var quiet = 0
+    while clock.now < deadline, quiet < 2 {
+        let before = processCPUSeconds()
+        Thread.sleep(forTimeInterval: 0.5)
+        quiet = processCPUSeconds() - before < 0.005 ? quiet + 1 : 0
+    }
+}
 
 /// Registrations per second through the real daemon on loopback: UDP in, core, group commit, UDP reply out.
 /// A client keeps `window` registrations outstanding and sends the next one for every reply. `owners` hosts are
@@ -172,10 +183,9 @@ func runRegistrationBenchmark(owners: Int = 10_000, window: Int = 64) throws -> 
             }
         }
         let elapsed = clock.now - start
-        // The daemon announces each registration's records after their silent probe (750 ms) and again a second
-        // later: the CPU is read once those announcements are out, so that each phase is charged its own and
-        // none of the phase before (the last registrations of 9,000 would otherwise be announced in the next).
-        Thread.sleep(forTimeInterval: announcementsSettle)
+        // The CPU is read once the phase's announcements are out, so that each phase is charged its own and none
+        // of the phase before (the last registrations of 9,000 would otherwise be announced in the next).
+        waitForAnnouncements()
         return (
             Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
             processCPUSeconds() - cpuAtStart
