@@ -22,11 +22,7 @@ extension SleepProxyCore {
                 copy.backoffUntil = copy.backoffUntil.map(moved)
                 return copy
             }
-            host.probes = host.probes.mapValues { probe in
-                var copy = probe
-                copy.started = moved(copy.started)
-                return copy
-            }
+            host.probes.update { $0.started = moved($0.started) }
             if var wake = host.wake {
                 wake.next = moved(wake.next)
                 host.state = .waking(wake)

@@ -98,17 +98,21 @@ extension SleepProxyCore {
     {
         guard let host = hosts[key], let link = links[key.interface] else { return [] }
         let identity = RecordIdentity(ours)
+        guard let position = host.owner.records.firstIndex(where: { HeldRecord.identical($0.record, ours) }) else {
+            return []
+        }
+        let count = host.owner.records.count
         let what = "\(packet.source) answered \(ours.name) \(ours.type) with other data"
         if case .records(let withdrawn) = host.wake?.scope, withdrawn.contains(identity) { return [] }
         guard host.wake?.scope != .host else { return [] }
-        if var probe = host.probes[identity], now < probe.settledAt {
+        if var probe = host.probes[position], now < probe.settledAt {
             if now < probe.firstTick {
                 return [.log(.debug, "\(key): \(what) before the first probe tick; ignored")]
             }
             if probe.isProbing(at: now), probe.forgiven == 0 {
                 probe.forgiven += 1
                 probe.started = now + RecordProbe.conflictPause - RecordProbe.tick
-                hosts.update(key) { $0.probes[identity] = probe }
+                hosts.update(key) { $0.probes.set(probe, at: position, of: count) }
                 scheduleAnnouncements(of: [ours], on: link, probe: probe)
                 refreshHostDeadline()
                 return [.log(.notice, "\(key): \(what) while it was probed; pausing a second and probing again")]
@@ -126,7 +130,7 @@ extension SleepProxyCore {
         }
         // A settled record goes back to silent probing, then is announced four times.
         let probe = RecordProbe(started: now, announcements: 4, afterConflict: true)
-        hosts.update(key) { $0.probes[identity] = probe }
+        hosts.update(key) { $0.probes.set(probe, at: position, of: count) }
         scheduleAnnouncements(of: [ours], on: link, probe: probe)
         refreshHostDeadline()
         return [.log(.notice, "\(key): \(what); probing it again before re-announcing it")]
@@ -134,8 +138,9 @@ extension SleepProxyCore {
 
     /// Forgets probes whose records have settled.
     mutating func settleProbes(of key: OwnerKey, now: UnixTime) {
-        guard let probes = hosts[key]?.probes, !probes.isEmpty else { return }
-        let remaining = probes.filter { now < $0.value.settledAt }
-        if remaining.count != probes.count { hosts.update(key) { $0.probes = remaining } }
+        guard var probes = hosts[key]?.probes, !probes.isEmpty else { return }
+        let before = probes
+        probes.removeAll { now >= $0.settledAt }
+        if probes != before { hosts.update(key) { $0.probes = probes } }
     }
 }

@@ -389,7 +389,7 @@ extension SleepProxyCore {
             })
         var host = HeldHost(owner: owner)
         host.declared = true
-        host.probes = Self.initialProbes(for: records, now: now)
+        host.probes = Self.initialProbes(for: owner.records, now: now)
         hosts.insert(host)
         watch.retryAt = nil
         watch.unheld = nil

@@ -20,8 +20,9 @@ struct HeldHost: Sendable {
     var takeovers: [IPAddress: AddressTakeover] = [:]
     /// Held addresses for which our own host's neighbour entry points at the sleeping host's MAC.
     var neighbourEntries: Set<IPAddress> = []
-    /// Unique records in silent probing (after the registration or a conflict), not answered until verified.
-    var probes: [RecordIdentity: RecordProbe] = [:]
+    /// Unique records in silent probing (after the registration or a conflict), not answered until verified: by
+    /// position in `owner.records`, which `HeldHosts.replaceRecords` keeps in step when the records change.
+    var probes = RecordProbes()
     /// Message IDs of this sequence's datagrams that were answered: the client counts every record sent with
     /// such an ID as registered, so a later datagram with one is kept in part rather than refused whole.
     var answeredIDs: Set<UInt16> = []
@@ -43,45 +44,106 @@ struct HeldHost: Sendable {
     /// Whether the host as a whole is being woken: nothing of it is answered, no address defended.
     var isWakingWhole: Bool { wake?.scope == .host }
 
-    /// Whether `record` is answered at `now`: held, verified, not withdrawn by a wake.
-    func answers(_ record: DNSRecord, at now: UnixTime) -> Bool {
-        if !probes.isEmpty, let probe = probes[RecordIdentity(record)], probe.isProbing(at: now) { return false }
+    /// Whether the record at `position` in `owner.records` is answered at `now`: verified, not withdrawn by a wake.
+    func answers(recordAt position: Int, at now: UnixTime) -> Bool {
+        if let probe = probes[position], probe.isProbing(at: now) { return false }
         switch wake?.scope {
         case nil: return true
         case .host: return false
-        case .records(let withdrawn): return !withdrawn.contains(RecordIdentity(record))
+        case .records(let withdrawn): return !withdrawn.contains(RecordIdentity(owner.records[position].record))
         }
+    }
+
+    /// Whether `record`, one of this host's (`HeldRecord.identical`), is answered at `now`.
+    func answers(_ record: DNSRecord, at now: UnixTime) -> Bool {
+        if probes.isEmpty, wake == nil { return true }
+        guard let position = owner.records.firstIndex(where: { HeldRecord.identical($0.record, record) }) else {
+            return false
+        }
+        return answers(recordAt: position, at: now)
     }
 }
 
-/// A record as the proxy tells records apart: name (folded to lower case), type, class and RDATA.
+/// A record as the proxy tells records apart: name, type, class and RDATA, with the name and the names inside the
+/// RDATA compared ignoring ASCII case (`HeldRecord.identical`).
+///
+/// It keeps the record's own name and RDATA (no lower-case copy is built: a restore makes one for every unique record
+/// of every host) and folds case when it hashes and compares.
 struct RecordIdentity: Hashable, Sendable {
-    var name: DNSName
-    var type: DNSType
-    var recordClass: DNSClass
-    var rdata: RData
+    let name: DNSName
+    let type: DNSType
+    let recordClass: DNSClass
+    let rdata: RData
 
     init(_ record: DNSRecord) {
-        name = record.name.lowercased()
+        name = record.name
         type = record.type
         recordClass = record.recordClass
-        rdata = Self.folded(record.rdata)
+        rdata = record.rdata
     }
 
-    /// RDATA with the names inside it folded to lower case, so that equality here is `HeldRecord.identical`.
-    static func folded(_ rdata: RData) -> RData {
-        switch rdata {
-        case .ptr(let name):
-            return .ptr(name.lowercased())
-        case .srv(var srv):
-            srv.target = srv.target.lowercased()
-            return .srv(srv)
-        case .nsec(var nsec):
-            nsec.nextName = nsec.nextName.lowercased()
-            return .nsec(nsec)
-        default:
-            return rdata
+    static func == (lhs: RecordIdentity, rhs: RecordIdentity) -> Bool {
+        lhs.type == rhs.type && lhs.recordClass == rhs.recordClass && lhs.name.caseInsensitiveEquals(rhs.name)
+            && HeldRecord.sameRData(lhs.rdata, rhs.rdata)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(type)
+        hasher.combine(recordClass)
+        name.hashIgnoringCase(into: &hasher)
+        rdata.hashIgnoringCase(into: &hasher)
+    }
+}
+
+/// The record probes of one host, by position in its records: a probe per record at most, none for most. A restore
+/// starts a probe for every unique record of every host at once, so they take a slot each beside the records, not
+/// a table keyed by the records; empty once every probe has settled.
+struct RecordProbes: Hashable, Sendable {
+    /// Empty, or one slot per record of the owner.
+    private var slots: [RecordProbe?] = []
+
+    var isEmpty: Bool { slots.isEmpty }
+
+    /// The probe of the record at `position`, if it is in one.
+    subscript(position: Int) -> RecordProbe? {
+        position < slots.count ? slots[position] : nil
+    }
+
+    /// The probes, in the order of the records.
+    var values: [RecordProbe] { slots.compactMap { $0 } }
+
+    /// Puts the record at `position` of `count` records in `probe`.
+    mutating func set(_ probe: RecordProbe, at position: Int, of count: Int) {
+        if slots.isEmpty { slots = Array(repeating: nil, count: count) }
+        slots[position] = probe
+    }
+
+    /// Forgets the probes `done` says are over.
+    mutating func removeAll(where done: (RecordProbe) -> Bool) {
+        for position in slots.indices where slots[position].map(done) == true { slots[position] = nil }
+        if slots.allSatisfy({ $0 == nil }) { slots = [] }
+    }
+
+    /// Every probe changed by `change`.
+    mutating func update(_ change: (inout RecordProbe) -> Void) {
+        for position in slots.indices where slots[position] != nil { change(&slots[position]!) }
+    }
+
+    /// The probes of `old` records moved to where the same records (`RecordIdentity`) are among `new`; records not
+    /// among them lose theirs.
+    func moved(from old: [HeldRecord], to new: [HeldRecord]) -> RecordProbes {
+        guard !slots.isEmpty else { return self }
+        var byIdentity: [RecordIdentity: RecordProbe] = [:]
+        for position in slots.indices {
+            if let probe = slots[position] { byIdentity[RecordIdentity(old[position].record)] = probe }
         }
+        var result = RecordProbes()
+        for position in new.indices {
+            if let probe = byIdentity[RecordIdentity(new[position].record)] {
+                result.set(probe, at: position, of: new.count)
+            }
+        }
+        return result
     }
 }
 

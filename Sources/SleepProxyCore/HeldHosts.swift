@@ -77,9 +77,8 @@ struct HeldHosts: Sendable {
         let result = change(&storage.values[index])
         let after = storage.values[index].probes
         if after != probes {
-            for (identity, probe) in after where probes[identity] != probe {
-                probeEnds.push(true, at: probe.verifiedAt)
-            }
+            let before = probes.values
+            noteProbeEnds(after.values.lazy.filter { !before.contains($0) }.map(\.verifiedAt))
         }
         generation &+= 1
         changed.insert(key)
@@ -105,6 +104,16 @@ struct HeldHosts: Sendable {
         return result
     }
 
+    /// Notes when record probes end, each time once: the probes a registration or a restore starts end together,
+    /// and one entry moves `generation` on for all of them.
+    private mutating func noteProbeEnds(_ ends: some Sequence<UnixTime>) {
+        var noted: [UnixTime] = []
+        for end in ends where !noted.contains(end) {
+            noted.append(end)
+            probeEnds.push(true, at: end)
+        }
+    }
+
     /// Adds a host to the table and to every index.
     mutating func insert(_ host: HeldHost) {
         let owner = host.owner
@@ -112,11 +121,12 @@ struct HeldHosts: Sendable {
         if storage.updateValue(host, forKey: key) == nil { counts[key.interface, default: 0] += 1 }
         changed.insert(key)
         generation &+= 1
-        for probe in host.probes.values { probeEnds.push(true, at: probe.verifiedAt) }
+        noteProbeEnds(host.probes.values.map(\.verifiedAt))
         recordCount += owner.records.count
         let mac = key.primaryMAC
+        var digests = NameDigests(interface: key.interface)
         for held in owner.records {
-            let name = NameDigest(held.record.name, interface: key.interface)
+            let name = digests[held.record.name]
             records[RecordDigest(held.record, name: name), default: []].append(mac)
             names[name, default: []].appendUnlessLast(mac)
             if Self.isUniqueCandidate(held.record) { uniqueNames[name, default: []].appendUnlessLast(mac) }
@@ -139,8 +149,9 @@ struct HeldHosts: Sendable {
         recordCount -= owner.records.count
         var heldNames = Set<NameDigest>()
         var claimed = Set<NameDigest>()
+        var digests = NameDigests(interface: key.interface)
         for held in owner.records {
-            let name = NameDigest(held.record.name, interface: key.interface)
+            let name = digests[held.record.name]
             heldNames.insert(name)
             if Self.isUniqueCandidate(held.record) { claimed.insert(name) }
             let digest = RecordDigest(held.record, name: name)
@@ -172,9 +183,8 @@ struct HeldHosts: Sendable {
     /// holds, wake).
     mutating func replaceRecords(of key: OwnerKey, with owner: Owner) {
         guard var host = remove(key) else { return }
+        host.probes = host.probes.moved(from: host.owner.records, to: owner.records)
         host.owner = owner
-        let identities = Set(owner.records.map { RecordIdentity($0.record) })
-        host.probes = host.probes.filter { identities.contains($0.key) }
         insert(host)
     }
 
@@ -200,7 +210,7 @@ struct HeldHosts: Sendable {
         for position in records.indices {
             if let type, records[position].record.type != type { continue }
             guard records[position].record.name.caseInsensitiveEquals(name) else { continue }
-            let answered = storage.values[index].answers(records[position].record, at: now)
+            let answered = storage.values[index].answers(recordAt: position, at: now)
             guard body(records[position].record, answered, wakingWhole) else { return }
         }
     }
@@ -211,7 +221,7 @@ struct HeldHosts: Sendable {
         guard let index = storage.index(forKey: key) else { return false }
         let held = storage.values[index].owner.records
         for position in held.indices where held[position].record == record {
-            return storage.values[index].answers(record, at: now)
+            return storage.values[index].answers(recordAt: position, at: now)
         }
         return false
     }
@@ -443,18 +453,44 @@ public struct HeldOwners: Collection, Equatable, Sendable {
 /// records and names have one holder, and a list of its own for each of a quarter of a million records would be
 /// as many allocations.
 struct Holders: Sequence, ExpressibleByArrayLiteral, Sendable {
-    private var first: MACAddress?
-    private var rest: [MACAddress] = []
+    /// One holder inline, more in an array: eight bytes in all, for each of the hundreds of thousands of entries in
+    /// the indexes (most names and records have one holder).
+    private enum Storage: Sendable {
+        case none
+        case one(MACAddress)
+        /// Two or more.
+        case many([MACAddress])
+    }
+
+    private var storage = Storage.none
 
     init(arrayLiteral macs: MACAddress...) {
         for mac in macs { append(mac) }
     }
 
-    var isEmpty: Bool { first == nil }
-    var last: MACAddress? { rest.last ?? first }
+    var isEmpty: Bool {
+        if case .none = storage { true } else { false }
+    }
+
+    var last: MACAddress? {
+        switch storage {
+        case .none: nil
+        case .one(let mac): mac
+        case .many(let macs): macs.last
+        }
+    }
 
     mutating func append(_ mac: MACAddress) {
-        if first == nil { first = mac } else { rest.append(mac) }
+        switch storage {
+        case .none:
+            storage = .one(mac)
+        case .one(let first):
+            storage = .many([first, mac])
+        case .many(var macs):
+            storage = .none  // the array is uniquely referenced again while it grows
+            macs.append(mac)
+            storage = .many(macs)
+        }
     }
 
     /// Appends `mac` unless it is the last already: an owner's records are indexed one after another, so a name
@@ -465,17 +501,40 @@ struct Holders: Sequence, ExpressibleByArrayLiteral, Sendable {
 
     /// Removes the first occurrence of `mac`, if any.
     mutating func removeFirst(_ mac: MACAddress) {
-        if first == mac {
-            first = rest.isEmpty ? nil : rest.removeFirst()
-        } else if let index = rest.firstIndex(of: mac) {
-            rest.remove(at: index)
+        switch storage {
+        case .none:
+            break
+        case .one(let only):
+            if only == mac { storage = .none }
+        case .many(var macs):
+            guard let index = macs.firstIndex(of: mac) else { return }
+            storage = .none
+            macs.remove(at: index)
+            storage = Self.storage(of: macs)
         }
     }
 
     /// Removes every occurrence of `mac`.
     mutating func removeAll(_ mac: MACAddress) {
-        rest.removeAll { $0 == mac }
-        if first == mac { first = rest.isEmpty ? nil : rest.removeFirst() }
+        switch storage {
+        case .none:
+            break
+        case .one(let only):
+            if only == mac { storage = .none }
+        case .many(var macs):
+            guard macs.contains(mac) else { return }
+            storage = .none
+            macs.removeAll { $0 == mac }
+            storage = Self.storage(of: macs)
+        }
+    }
+
+    private static func storage(of macs: [MACAddress]) -> Storage {
+        switch macs.count {
+        case 0: .none
+        case 1: .one(macs[0])
+        default: .many(macs)
+        }
     }
 
     /// The holders as owners on `interface`.
@@ -487,11 +546,15 @@ struct Holders: Sequence, ExpressibleByArrayLiteral, Sendable {
 
     struct Iterator: IteratorProtocol {
         let holders: Holders
-        var position = -1
+        var position = 0
 
         mutating func next() -> MACAddress? {
             defer { position += 1 }
-            return position < 0 ? holders.first : position < holders.rest.count ? holders.rest[position] : nil
+            switch holders.storage {
+            case .none: return nil
+            case .one(let mac): return position == 0 ? mac : nil
+            case .many(let macs): return position < macs.count ? macs[position] : nil
+            }
         }
     }
 }
@@ -507,6 +570,29 @@ struct NameDigest: Hashable, Sendable {
         hasher.combine(interface)
         name.hashIgnoringCase(into: &hasher)
         value = hasher.finalize()
+    }
+}
+
+/// The digests of one owner's names, each worked out once: a host's records repeat a dozen names (its host name
+/// is the name of its address records and the target of every SRV), and folding and hashing a name costs more than
+/// finding it again among a dozen.
+struct NameDigests {
+    let interface: InterfaceName
+    private var known: [(name: DNSName, digest: NameDigest)] = []
+
+    init(interface: InterfaceName) {
+        self.interface = interface
+    }
+
+    subscript(name: DNSName) -> NameDigest {
+        mutating get {
+            let length = name.wireLength
+            for entry in known where entry.name.wireLength == length && entry.name == name { return entry.digest }
+            let digest = NameDigest(name, interface: interface)
+            // Past a few dozen names (a registration of hundreds of records) a longer search would cost more.
+            if known.count < 32 { known.append((name, digest)) }
+            return digest
+        }
     }
 }
 

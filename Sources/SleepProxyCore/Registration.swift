@@ -349,15 +349,16 @@ extension SleepProxyCore {
         } else {
             hosts.insert(HeldHost(owner: owner))
         }
-        let probing = fromTheStart ? records.map(\.record) : newRecords
+        let fresh = fromTheStart ? nil : Set(newRecords.map(RecordIdentity.init))
+        let probes = Self.initialProbes(for: records, now: now) { fresh?.contains(RecordIdentity($0)) ?? true }
         hosts.update(key) { host in
             if sameSequence {
                 host.answeredIDs.insert(registration.message.id)
             } else {
                 host.answeredIDs = [registration.message.id]
             }
-            for (identity, probe) in Self.initialProbes(for: probing, now: now) {
-                host.probes[identity] = probe
+            for position in records.indices {
+                if let probe = probes[position] { host.probes.set(probe, at: position, of: records.count) }
             }
             if wasWaking != nil { host.state = .proxying }
         }
@@ -373,7 +374,7 @@ extension SleepProxyCore {
         }
         // Take-over: announce what is new, twice about a second apart (PROTOCOL.md section 3.1). A retransmission
         // announces nothing again.
-        scheduleAnnouncement(of: probing, on: link, now: now)
+        scheduleAnnouncement(of: fromTheStart ? records.map(\.record) : newRecords, on: link, now: now)
 
         let kind: Event.Kind = existing == nil ? .registered : (sameSequence ? .renewed : .replaced)
         var detail =
@@ -418,12 +419,16 @@ extension SleepProxyCore {
 
     /// Unique records (other than reverse mappings, whose probing is the address take-over) are probed silently
     /// before they are answered: the host may still be answering for them (PROTOCOL.md section 3.1).
-    static func initialProbes(for records: [DNSRecord], now: UnixTime) -> [RecordIdentity: RecordProbe] {
-        let probed = records.filter { $0.cacheFlush && ReverseMapping.address(of: $0) == nil }
-        // Sized once: a restore builds one table per host.
-        var probes = [RecordIdentity: RecordProbe](minimumCapacity: probed.count)
-        for record in probed {
-            probes[RecordIdentity(record)] = RecordProbe(started: now, announcements: 2, afterConflict: false)
+    /// Those of `records` that `included` accepts (all by default) are probed.
+    static func initialProbes(
+        for records: [HeldRecord], now: UnixTime, including included: (DNSRecord) -> Bool = { _ in true }
+    ) -> RecordProbes {
+        var probes = RecordProbes()
+        for position in records.indices {
+            let record = records[position].record
+            guard record.cacheFlush, ReverseMapping.address(of: record) == nil, included(record) else { continue }
+            probes.set(
+                RecordProbe(started: now, announcements: 2, afterConflict: false), at: position, of: records.count)
         }
         return probes
     }
@@ -469,7 +474,7 @@ extension SleepProxyCore {
                 ]
             }
             var host = HeldHost(owner: owner)
-            host.probes = Self.initialProbes(for: owner.records.map(\.record), now: now)
+            host.probes = Self.initialProbes(for: owner.records, now: now)
             if let stored = wakes[owner.key] {
                 switch stored.sequence(for: owner) {
                 case .success(let wake):

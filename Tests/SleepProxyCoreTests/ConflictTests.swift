@@ -50,6 +50,33 @@ struct ConflictTests {
         #expect(harness.core.owners.count == 1)
     }
 
+    /// A record in its probe after a conflict stays silent when a later datagram of the same sequence moves it
+    /// among the host's records (a re-sent record goes to the end) and adds another: the probe follows the record,
+    /// not its place, and the new record gets a probe of its own.
+    @Test func aProbeFollowsItsRecordWhenALaterDatagramMovesIt() throws {
+        var harness = Self.holding()
+        harness.mdns(Self.claim(IPv4Address(10, 77, 0, 66)), mac: Self.intruderMAC)
+        let address = DNSRecord(
+            name: "sleepy.local.", ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 77, 0, 2)))
+        let added = DNSRecord(
+            name: "sleepy._sftp-ssh._tcp.local.", ttl: 120, cacheFlush: true,
+            rdata: .srv(SRVData(port: 22, target: "sleepy.local.")))
+        let reply = harness.register(
+            Update.bytes(id: 0x4B2F, records: [added, address], owner: OwnerOption(sequence: 1, primaryMAC: Self.mac)))
+        #expect(reply.events.map(\.kind) == [.renewed], "the later datagram is accepted")
+        let heldNames = harness.core.owners.values.first?.records.map { "\($0.record.name) \($0.record.type)" }
+        #expect(heldNames?.last == "sleepy.local. A", "the address record moved to the end")
+        harness.advance(.milliseconds(100))
+        #expect(harness.mdns(Query.bytes("sleepy.local.", .a, unicast: true)).transmissions.isEmpty, "probing")
+        #expect(
+            harness.mdns(Query.bytes("sleepy._sftp-ssh._tcp.local.", .srv, unicast: true)).transmissions.isEmpty,
+            "the new record is probed too")
+        #expect(!harness.mdns(Query.bytes("sleepy._ssh._tcp.local.", .srv, unicast: true)).transmissions.isEmpty)
+        harness.run(until: harness.now + .seconds(1))
+        #expect(!harness.mdns(Query.bytes("sleepy.local.", .a, unicast: true)).transmissions.isEmpty, "verified")
+        #expect(!harness.mdns(Query.bytes("sleepy._sftp-ssh._tcp.local.", .srv, unicast: true)).transmissions.isEmpty)
+    }
+
     /// Conflicts in the first tick of a probe are ignored (Apple counts one per packet), and one during the probe
     /// is forgiven with a pause of a second; the next wakes the owner.
     @Test func oneConflictDuringTheProbeIsForgivenTheNextWakes() throws {
