@@ -28,7 +28,7 @@ extension SleepProxyCore {
             // held host has (`_services._dns-sd._udp.local. PTR _ssh._tcp.local.`) costs one lookup, not one per
             // host. The first holder that answers it speaks for all: the copies are one record on the wire.
             if isResponse {
-                for key in hosts.holders(of: RecordDigest(record, interface: packet.interface), on: packet.interface) {
+                for key in hosts.holders(of: record, on: packet.interface) {
                     guard let host = hosts[key],
                         let ours = host.owner.records.first(where: { HeldRecord.identical($0.record, record) })?
                             .record,

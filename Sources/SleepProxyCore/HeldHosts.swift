@@ -31,9 +31,13 @@ struct HeldHosts: Sendable {
     /// Every held name to the owners holding records with it, for answering queries: an entry is a number and a
     /// list, not a copy of the name.
     private var names: [NameDigest: Holders] = [:]
-    /// Every held record to the owners holding it (once per copy), so that a scheduled response or a goodbye finds
-    /// in one lookup whether a record is still held and by whom, however many hosts share its name
-    /// (`_ssh._tcp.local.` is held by every host with ssh). The holders' own records are checked.
+    /// The held records of shared names (held by two owners or more) to the owners holding them (once per copy),
+    /// so that a scheduled response or a goodbye finds in one lookup whether a record is still held and by whom,
+    /// however many hosts share its name (`_ssh._tcp.local.` is held by every host with ssh). A record of a name
+    /// one owner holds is found through `names` (that owner's records are checked); most names are one host's
+    /// (its host name, its service instances, its reverse mappings), and their records are not entered here. A
+    /// name that was shared and is one owner's again keeps that owner's entries until it goes. The holders' own
+    /// records are checked.
     private var records: [RecordDigest: Holders] = [:]
 
     /// Held addresses to their owner, for the per-packet check.
@@ -127,12 +131,31 @@ struct HeldHosts: Sendable {
         var digests = NameDigests(interface: key.interface)
         for held in owner.records {
             let name = digests[held.record.name]
-            records[RecordDigest(held.record, name: name), default: []].append(mac)
+            // Held before by this owner alone: not shared; by another alone: shared from now on.
+            let single = names[name]?.only
+            let shared = names[name] != nil && single != mac
             names[name, default: []].appendUnlessLast(mac)
+            if let single, single != mac {
+                indexRecords(of: OwnerKey(interface: key.interface, primaryMAC: single), named: name)
+            }
+            if shared { records[RecordDigest(held.record, name: name), default: []].append(mac) }
             if Self.isUniqueCandidate(held.record) { uniqueNames[name, default: []].appendUnlessLast(mac) }
         }
         wakeMACs[LinkMAC(interface: key.interface, mac: owner.wakeMAC), default: []].append(mac)
         expiries[key] = owner.expiresAt
+    }
+
+    /// Enters the records of `key` named by `name` in `records`: the name, one owner's until now, is shared.
+    private mutating func indexRecords(of key: OwnerKey, named name: NameDigest) {
+        guard let index = storage.index(forKey: key) else { return }
+        let held = storage.values[index].owner.records
+        var digests = NameDigests(interface: key.interface)
+        for position in held.indices where digests[held[position].record.name] == name {
+            let digest = RecordDigest(held[position].record, name: name)
+            // Entered already while the name was shared before.
+            if records[digest]?.contains(key.primaryMAC) == true { continue }
+            records[digest, default: []].append(key.primaryMAC)
+        }
     }
 
     /// Takes a host out of the table and every index but the addresses: its take-overs are the caller's to stop
@@ -155,8 +178,9 @@ struct HeldHosts: Sendable {
             heldNames.insert(name)
             if Self.isUniqueCandidate(held.record) { claimed.insert(name) }
             let digest = RecordDigest(held.record, name: name)
-            records[digest]?.removeFirst(mac)
-            if records[digest]?.isEmpty == true { records[digest] = nil }
+            guard var holders = records.removeValue(forKey: digest) else { continue }
+            holders.removeFirst(mac)
+            if !holders.isEmpty { records[digest] = holders }
         }
         for name in heldNames {
             names[name]?.removeAll(mac)
@@ -191,7 +215,6 @@ struct HeldHosts: Sendable {
     /// Reserves room in the indexes for `incoming` more records, so that they grow once rather than by doubling
     /// (each doubling rehashes every entry).
     mutating func reserveCapacity(records incoming: Int) {
-        records.reserveCapacity(records.count + incoming)
         names.reserveCapacity(names.count + incoming / 2)
     }
 
@@ -259,10 +282,41 @@ struct HeldHosts: Sendable {
         (names[NameDigest(name, interface: interface)] ?? []).keys(on: interface)
     }
 
-    /// The owners holding a record of digest `digest` on `interface` (once per copy); each holder's records are to
-    /// be checked for the record.
-    func holders(of digest: RecordDigest, on interface: InterfaceName) -> LazyMapSequence<Holders, OwnerKey> {
-        (records[digest] ?? []).keys(on: interface)
+    /// The owners that may hold `record` on `interface`: the one owner of its name, or for a shared name those
+    /// holding a record of its digest (once per copy). Each holder's records are to be checked for the record.
+    func holders(of record: DNSRecord, on interface: InterfaceName) -> LazyMapSequence<Holders, OwnerKey> {
+        let name = NameDigest(record.name, interface: interface)
+        return holders(of: record, name: name, digest: RecordDigest(record, name: name), on: interface)
+    }
+
+    /// The same, for a record whose digests the caller has.
+    func holders(of record: DNSRecord, name: NameDigest, digest: RecordDigest, on interface: InterfaceName)
+        -> LazyMapSequence<Holders, OwnerKey>
+    {
+        guard let named = names[name] else { return Holders().keys(on: interface) }
+        if named.only != nil { return named.keys(on: interface) }
+        return (records[digest] ?? []).keys(on: interface)
+    }
+
+    /// What is wrong with the indexes of names and records, for tests: each held record's name lists its owner,
+    /// and `holders(of:)` finds every owner holding a record, once.
+    func indexProblems() -> [String] {
+        var problems: [String] = []
+        for (key, host) in storage {
+            for held in host.owner.records {
+                let record = held.record
+                let name = NameDigest(record.name, interface: key.interface)
+                if names[name]?.contains(key.primaryMAC) != true {
+                    problems.append("\(key): \(record.name) is not among the names held")
+                }
+                let found = Array(holders(of: record, on: key.interface))
+                if !found.contains(key) { problems.append("\(key): \(record.name) \(record.type) is not found held") }
+                if Set(found).count != found.count {
+                    problems.append("\(key): \(record.name) \(record.type) has a holder listed twice: \(found)")
+                }
+            }
+        }
+        return problems
     }
 
     // MARK: Addresses
@@ -470,6 +524,11 @@ struct Holders: Sequence, ExpressibleByArrayLiteral, Sendable {
 
     var isEmpty: Bool {
         if case .none = storage { true } else { false }
+    }
+
+    /// The holder, when there is exactly one.
+    var only: MACAddress? {
+        if case .one(let mac) = storage { mac } else { nil }
     }
 
     var last: MACAddress? {

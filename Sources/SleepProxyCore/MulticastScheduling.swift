@@ -71,8 +71,9 @@ extension SleepProxyCore {
                 answered = lastChecked.answered
             } else {
                 answered = response.answers.compactMap { record in
-                    let digest = RecordDigest(record, interface: response.interface)
-                    return isAnswered(record, digest: digest, interface: response.interface, now: now)
+                    let name = NameDigest(record.name, interface: response.interface)
+                    let digest = RecordDigest(record, name: name)
+                    return isAnswered(record, name: name, digest: digest, interface: response.interface, now: now)
                         ? (record, digest) : nil
                 }
                 lastChecked = (response.interface, response.answers, answered)
@@ -122,11 +123,14 @@ extension SleepProxyCore {
         return schedule.lastMulticast(MulticastKey(digest: RecordDigest(record, interface: interface), ipv6: ipv6))
     }
 
-    /// Whether `record` (of digest `digest`) is answered now on `interface`: a held record of a host that answers
+    /// Whether `record` (of digests `name` and `digest`) is answered now on `interface`: a held record of a host that answers
     /// it (verified, not being woken for), a negative answer for such a name, or a record of our own advertisement.
-    func isAnswered(_ record: DNSRecord, digest: RecordDigest, interface: InterfaceName, now: UnixTime) -> Bool {
+    func isAnswered(
+        _ record: DNSRecord, name: NameDigest, digest: RecordDigest, interface: InterfaceName, now: UnixTime
+    ) -> Bool {
         if record.type == .nsec, uniqueTypes(of: record.name, interface: interface, now: now) != nil { return true }
-        for key in hosts.holders(of: digest, on: interface) where hosts.holds(record, key: key, answeringAt: now) {
+        for key in hosts.holders(of: record, name: name, digest: digest, on: interface)
+        where hosts.holds(record, key: key, answeringAt: now) {
             return true
         }
         return advertisementLookup(record.name, type: record.type, interface: interface).contains(record)
@@ -137,7 +141,7 @@ extension SleepProxyCore {
     func isHeld(_ record: DNSRecord, moreThan count: Int, interface: InterfaceName) -> Bool {
         var copies = 0
         var counted = Set<OwnerKey>()
-        for key in hosts.holders(of: RecordDigest(record, interface: interface), on: interface)
+        for key in hosts.holders(of: record, on: interface)
         where counted.insert(key).inserted {
             for held in hosts[key]?.owner.records ?? [] where RecordDigest.sameRecord(held.record, record) {
                 copies += 1

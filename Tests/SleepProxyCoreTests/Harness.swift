@@ -2,8 +2,9 @@ import DNSWire
 import FixtureSupport
 import Foundation
 import NetworkAddresses
-import SleepProxyCore
 import Testing
+
+@testable import SleepProxyCore
 
 enum Fixture {
     static func url(_ name: String) -> URL {
@@ -124,12 +125,20 @@ struct Harness {
     }
 
     /// Invariants that hold after every step.
-    func checkInvariants() {
+    /// The `generation` of the held hosts when their indexes were last checked: they change only with it. Checked
+    /// while a hundred hosts or fewer are held (each check reads every record).
+    private var indexesCheckedAt: UInt64?
+
+    mutating func checkInvariants() {
         #expect(core.recordCount == core.owners.values.reduce(0) { $0 + $1.records.count })
         for (key, owner) in core.owners {
             #expect(owner.key == key)
             #expect(!owner.records.isEmpty, "an owner without records is held: \(key)")
             #expect(owner.records.allSatisfy { $0.sequence == owner.sequence })
+        }
+        if indexesCheckedAt != core.hosts.generation, core.hosts.count <= 100 {
+            indexesCheckedAt = core.hosts.generation
+            #expect(core.hosts.indexProblems() == [])
         }
     }
 
