@@ -1,8 +1,8 @@
 // libFuzzer target for the DNS decoder. Built by Fuzz/run.sh with -sanitize=fuzzer,address.
 //
 // Oracle: decoding never traps; whatever decodes re-encodes under every compression policy and decodes back
-// to an equal message; its records moved into compact storage (as held records are) are equal and encode to the
-// same bytes.
+// to an equal message; its records packed (as held records are) are equal, encode to the same bytes, and read the
+// same in place.
 import DNSWire
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -21,12 +21,19 @@ public func fuzzDNSMessage(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         }
     }
     for section in [message.answers, message.authorities, message.additionals] {
-        let compact = section.withCompactStorage()
-        guard compact == section else { fatalError("compact storage changed the records") }
-        for (moved, original) in zip(compact, section) {
-            guard (try? moved.encodedStandalone()) == (try? original.encodedStandalone()) else {
-                fatalError("compact storage changed a record's bytes")
+        let tags = section.indices.map { UInt32(truncatingIfNeeded: $0 &* 7) }
+        let packed = PackedRecords(section, tags: tags)
+        guard packed.count == section.count, packed.records == section else {
+            fatalError("packing changed the records")
+        }
+        for (position, original) in section.enumerated() {
+            guard (try? packed[position].encodedStandalone()) == (try? original.encodedStandalone()) else {
+                fatalError("packing changed a record's bytes")
             }
+            guard packed.tag(at: position) == tags[position], packed.type(at: position) == original.type,
+                packed.cacheFlush(at: position) == original.cacheFlush, packed.name(at: position) == original.name,
+                packed.nameEquals(at: position, ignoringCase: original.name.lowercased())
+            else { fatalError("a packed record's fields read in place differ") }
         }
     }
     if let first = message.answers.first ?? message.additionals.first {

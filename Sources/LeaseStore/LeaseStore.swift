@@ -355,8 +355,8 @@ public final class LeaseStore: LeaseStoring {
             }
             lastSource = endpoint
         }
-        let records = try row.withBlob(9) { (records) throws(RecordCoding.Failure) -> [HeldRecord] in
-            try row.withBlob(10) { (times) throws(RecordCoding.Failure) -> [HeldRecord] in
+        let records = try row.withBlob(9) { (records) throws(RecordCoding.Failure) -> HeldRecords in
+            try row.withBlob(10) { (times) throws(RecordCoding.Failure) -> HeldRecords in
                 guard let records, let times else {
                     throw RecordCoding.Failure(reason: "records or record_times is NULL")
                 }

@@ -16,12 +16,12 @@ import SleepProxyCore
 enum RecordCoding {
     static let timesFormat: UInt8 = 1
 
-    static func encodeRecords(_ records: [HeldRecord]) throws(DNSWireError) -> [UInt8] {
+    static func encodeRecords(_ records: some Collection<HeldRecord>) throws(DNSWireError) -> [UInt8] {
         let message = DNSMessage(id: 0, flags: DNSFlags(rawValue: 0), answers: records.map(\.record))
         return try message.encoded(compression: .all)
     }
 
-    static func encodeTimes(_ records: [HeldRecord], ownerRegisteredAt: UnixTime) -> [UInt8] {
+    static func encodeTimes(_ records: some Collection<HeldRecord>, ownerRegisteredAt: UnixTime) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(1 + records.count * 8)
         out.append(timesFormat)
@@ -46,7 +46,7 @@ enum RecordCoding {
     /// The held records of a row, or a failure naming the blob and what was wrong with it.
     static func decode(
         records: UnsafeRawBufferPointer, times: UnsafeRawBufferPointer, ownerRegisteredAt: UnixTime
-    ) throws(Failure) -> [HeldRecord] {
+    ) throws(Failure) -> HeldRecords {
         let message: DNSMessage
         do {
             message = try DNSMessage(decoding: records)
@@ -62,12 +62,13 @@ enum RecordCoding {
         guard let format = reader.byte(), format == timesFormat else {
             throw Failure(reason: "record_times blob does not start with format byte \(timesFormat)")
         }
-        var held: [HeldRecord] = []
-        held.reserveCapacity(message.answers.count)
+        var times: [(sequence: UInt8, registeredAt: UnixTime, expiresAt: UnixTime)] = []
+        times.reserveCapacity(message.answers.count)
         var registeredAt = ownerRegisteredAt.nanoseconds
         var previousExpiresAt: Int64?
-        // The records keep only their own names, each once, not the block the whole blob was decompressed into.
-        for (index, record) in message.answers.withCompactStorage().enumerated() {
+        // Packed (`HeldRecords`), the records keep only their own names, each once, not the block the whole blob
+        // was decompressed into.
+        for index in message.answers.indices {
             guard let sequence = reader.byte(), let registeredDelta = reader.varint(),
                 let expiryDelta = reader.varint()
             else {
@@ -77,17 +78,14 @@ enum RecordCoding {
             registeredAt = registeredAt &+ unzigzag(registeredDelta)
             let expiresAt = (previousExpiresAt ?? registeredAt) &+ unzigzag(expiryDelta)
             previousExpiresAt = expiresAt
-            held.append(
-                HeldRecord(
-                    record: record, sequence: sequence, registeredAt: UnixTime(nanoseconds: registeredAt),
-                    expiresAt: UnixTime(nanoseconds: expiresAt)))
+            times.append((sequence, UnixTime(nanoseconds: registeredAt), UnixTime(nanoseconds: expiresAt)))
         }
         guard reader.atEnd else {
             throw Failure(
                 reason: "record_times blob has \(reader.remaining) bytes after the times of "
                     + "\(message.answers.count) records")
         }
-        return held
+        return HeldRecords(message.answers, times: times)
     }
 
     @inline(__always)

@@ -12,9 +12,9 @@ extension SleepProxyCore {
             guard var host = hosts[key] else { continue }
             host.owner.registeredAt = moved(host.owner.registeredAt)
             host.owner.updatedAt = moved(host.owner.updatedAt)
-            for index in host.owner.records.indices {
-                host.owner.records[index].registeredAt = moved(host.owner.records[index].registeredAt)
-                host.owner.records[index].expiresAt = moved(host.owner.records[index].expiresAt)
+            host.owner.records.updateEach { held in
+                held.registeredAt = moved(held.registeredAt)
+                held.expiresAt = moved(held.expiresAt)
             }
             host.takeovers = host.takeovers.mapValues { takeover in
                 var copy = takeover

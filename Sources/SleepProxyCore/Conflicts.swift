@@ -30,8 +30,7 @@ extension SleepProxyCore {
             if isResponse {
                 for key in hosts.holders(of: record, on: packet.interface) {
                     guard let host = hosts[key],
-                        let ours = host.owner.records.first(where: { HeldRecord.identical($0.record, record) })?
-                            .record,
+                        let ours = host.owner.records.position(of: record).map(host.owner.records.record(at:)),
                         host.answers(ours, at: now)
                     else { continue }
                     if record.ttl < ours.ttl / 2 {
@@ -98,9 +97,7 @@ extension SleepProxyCore {
     {
         guard let host = hosts[key], let link = links[key.interface] else { return [] }
         let identity = RecordIdentity(ours)
-        guard let position = host.owner.records.firstIndex(where: { HeldRecord.identical($0.record, ours) }) else {
-            return []
-        }
+        guard let position = host.owner.records.position(of: ours) else { return [] }
         let count = host.owner.records.count
         let what = "\(packet.source) answered \(ours.name) \(ours.type) with other data"
         if case .records(let withdrawn) = host.wake?.scope, withdrawn.contains(identity) { return [] }

@@ -50,16 +50,14 @@ struct HeldHost: Sendable {
         switch wake?.scope {
         case nil: return true
         case .host: return false
-        case .records(let withdrawn): return !withdrawn.contains(RecordIdentity(owner.records[position].record))
+        case .records(let withdrawn): return !withdrawn.contains(RecordIdentity(owner.records.record(at: position)))
         }
     }
 
     /// Whether `record`, one of this host's (`HeldRecord.identical`), is answered at `now`.
     func answers(_ record: DNSRecord, at now: UnixTime) -> Bool {
         if probes.isEmpty, wake == nil { return true }
-        guard let position = owner.records.firstIndex(where: { HeldRecord.identical($0.record, record) }) else {
-            return false
-        }
+        guard let position = owner.records.position(of: record) else { return false }
         return answers(recordAt: position, at: now)
     }
 }
@@ -131,15 +129,15 @@ struct RecordProbes: Hashable, Sendable {
 
     /// The probes of `old` records moved to where the same records (`RecordIdentity`) are among `new`; records not
     /// among them lose theirs.
-    func moved(from old: [HeldRecord], to new: [HeldRecord]) -> RecordProbes {
+    func moved(from old: HeldRecords, to new: HeldRecords) -> RecordProbes {
         guard !slots.isEmpty else { return self }
         var byIdentity: [RecordIdentity: RecordProbe] = [:]
         for position in slots.indices {
-            if let probe = slots[position] { byIdentity[RecordIdentity(old[position].record)] = probe }
+            if let probe = slots[position] { byIdentity[RecordIdentity(old.record(at: position))] = probe }
         }
         var result = RecordProbes()
         for position in new.indices {
-            if let probe = byIdentity[RecordIdentity(new[position].record)] {
+            if let probe = byIdentity[RecordIdentity(new.record(at: position))] {
                 result.set(probe, at: position, of: new.count)
             }
         }

@@ -129,8 +129,9 @@ struct HeldHosts: Sendable {
         recordCount += owner.records.count
         let mac = key.primaryMAC
         var digests = NameDigests(interface: key.interface)
-        for held in owner.records {
-            let name = digests[held.record.name]
+        for position in owner.records.indices {
+            let record = owner.records.record(at: position)
+            let name = digests[record.name]
             // Held before by this owner alone: not shared; by another alone: shared from now on.
             let single = names[name]?.only
             let shared = names[name] != nil && single != mac
@@ -138,8 +139,8 @@ struct HeldHosts: Sendable {
             if let single, single != mac {
                 indexRecords(of: OwnerKey(interface: key.interface, primaryMAC: single), named: name)
             }
-            if shared { records[RecordDigest(held.record, name: name), default: []].append(mac) }
-            if Self.isUniqueCandidate(held.record) { uniqueNames[name, default: []].appendUnlessLast(mac) }
+            if shared { records[RecordDigest(record, name: name), default: []].append(mac) }
+            if Self.isUniqueCandidate(record) { uniqueNames[name, default: []].appendUnlessLast(mac) }
         }
         wakeMACs[LinkMAC(interface: key.interface, mac: owner.wakeMAC), default: []].append(mac)
         expiries[key] = owner.expiresAt
@@ -150,8 +151,8 @@ struct HeldHosts: Sendable {
         guard let index = storage.index(forKey: key) else { return }
         let held = storage.values[index].owner.records
         var digests = NameDigests(interface: key.interface)
-        for position in held.indices where digests[held[position].record.name] == name {
-            let digest = RecordDigest(held[position].record, name: name)
+        for position in held.indices where digests[held.name(at: position)] == name {
+            let digest = RecordDigest(held.record(at: position), name: name)
             // Entered already while the name was shared before.
             if records[digest]?.contains(key.primaryMAC) == true { continue }
             records[digest, default: []].append(key.primaryMAC)
@@ -173,11 +174,12 @@ struct HeldHosts: Sendable {
         var heldNames = Set<NameDigest>()
         var claimed = Set<NameDigest>()
         var digests = NameDigests(interface: key.interface)
-        for held in owner.records {
-            let name = digests[held.record.name]
+        for position in owner.records.indices {
+            let record = owner.records.record(at: position)
+            let name = digests[record.name]
             heldNames.insert(name)
-            if Self.isUniqueCandidate(held.record) { claimed.insert(name) }
-            let digest = RecordDigest(held.record, name: name)
+            if Self.isUniqueCandidate(record) { claimed.insert(name) }
+            let digest = RecordDigest(record, name: name)
             guard var holders = records.removeValue(forKey: digest) else { continue }
             holders.removeFirst(mac)
             if !holders.isEmpty { records[digest] = holders }
@@ -231,10 +233,10 @@ struct HeldHosts: Sendable {
         let records = storage.values[index].owner.records
         let wakingWhole = storage.values[index].isWakingWhole
         for position in records.indices {
-            if let type, records[position].record.type != type { continue }
-            guard records[position].record.name.caseInsensitiveEquals(name) else { continue }
+            if let type, records.type(at: position) != type { continue }
+            guard records.nameEquals(at: position, ignoringCase: name) else { continue }
             let answered = storage.values[index].answers(recordAt: position, at: now)
-            guard body(records[position].record, answered, wakingWhole) else { return }
+            guard body(records.record(at: position), answered, wakingWhole) else { return }
         }
     }
 
@@ -243,7 +245,8 @@ struct HeldHosts: Sendable {
     func holds(_ record: DNSRecord, key: OwnerKey, answeringAt now: UnixTime) -> Bool {
         guard let index = storage.index(forKey: key) else { return false }
         let held = storage.values[index].owner.records
-        for position in held.indices where held[position].record == record {
+        for position in held.indices where held.type(at: position) == record.type && held.record(at: position) == record
+        {
             return storage.values[index].answers(recordAt: position, at: now)
         }
         return false
@@ -254,7 +257,7 @@ struct HeldHosts: Sendable {
         guard let index = storage.index(forKey: key) else { return false }
         let held = storage.values[index].owner.records
         return held.indices.contains { position in
-            HeldRecord.claimsUniqueName(held[position].record) && held[position].record.name.caseInsensitiveEquals(name)
+            held.nameEquals(at: position, ignoringCase: name) && HeldRecord.claimsUniqueName(held.record(at: position))
         }
     }
 

@@ -60,7 +60,7 @@ extension SleepProxyCore {
         var kept: [KeepaliveConnection.Key: KeptConnection] = [:]
         // Only NULL records can be keepalive records: the others are passed over without a copy.
         let records = host.owner.records
-        for index in records.indices where records[index].record.type == .null {
+        for index in records.indices where records.type(at: index) == .null {
             let held = records[index]
             guard let parsed = KeepaliveRecord.parse(held.record) else { continue }
             switch parsed {

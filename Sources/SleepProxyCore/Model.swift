@@ -104,11 +104,11 @@ public struct Owner: Hashable, Sendable {
     public var updatedAt: UnixTime
     /// The source of the last accepted datagram (the host itself, or a proxy handing it over).
     public var lastSource: Endpoint?
-    public var records: [HeldRecord]
+    public var records: HeldRecords
 
     public init(
         key: OwnerKey, wakeMAC: MACAddress, password: [UInt8]? = nil, sequence: UInt8, registeredAt: UnixTime,
-        updatedAt: UnixTime, lastSource: Endpoint? = nil, records: [HeldRecord]
+        updatedAt: UnixTime, lastSource: Endpoint? = nil, records: some Collection<HeldRecord>
     ) {
         self.key = key
         self.wakeMAC = wakeMAC
@@ -117,11 +117,11 @@ public struct Owner: Hashable, Sendable {
         self.registeredAt = registeredAt
         self.updatedAt = updatedAt
         self.lastSource = lastSource
-        self.records = records
+        self.records = records as? HeldRecords ?? HeldRecords(records)
     }
 
     /// The earliest record expiry: the lease of the owner as a whole ends when any of its records does.
-    public var expiresAt: UnixTime? { records.map(\.expiresAt).min() }
+    public var expiresAt: UnixTime? { records.earliestExpiry }
 
     /// The host's own names (`imac.local`): the names of its address records, then its SRV targets, each once, in
     /// the order registered.
@@ -142,8 +142,8 @@ public struct Owner: Hashable, Sendable {
 
     /// The first of `hostNames`, found without the others: how a host is named in log lines and events.
     public var firstHostName: String? {
-        for index in records.indices where records[index].record.type == .a || records[index].record.type == .aaaa {
-            return Self.text(records[index].record.name)
+        for index in records.indices where records.type(at: index) == .a || records.type(at: index) == .aaaa {
+            return Self.text(records.name(at: index))
         }
         for index in records.indices {
             if case .srv(let srv) = records[index].record.rdata { return Self.text(srv.target) }
@@ -171,10 +171,141 @@ public struct Owner: Hashable, Sendable {
     /// In the order of the records, each once; only PTR records are looked at, none is copied.
     public var proxiedAddresses: [IPAddress] {
         var addresses: [IPAddress] = []
-        for index in records.indices where records[index].record.type == .ptr {
-            guard let address = records[index].proxiedAddress, !addresses.contains(address) else { continue }
+        for index in records.indices where records.type(at: index) == .ptr {
+            guard let address = ReverseMapping.address(of: records.record(at: index)), !addresses.contains(address)
+            else { continue }
             addresses.append(address)
         }
         return addresses
+    }
+}
+
+/// A held host's records, packed (`PackedRecords`): a record and its lease times are built when read. The lease
+/// times (sequence, registration, expiry) are few per host, each kept once and numbered by the records' tags.
+///
+/// A change builds the whole host's records again: they change with a registration, a clock step or a release,
+/// never per packet. Read `record(at:)`, `type(at:)` and `name(at:)` where the times or the whole record are not
+/// needed.
+public struct HeldRecords: RandomAccessCollection, RangeReplaceableCollection, ExpressibleByArrayLiteral, Hashable,
+    Sendable
+{
+    private var packed: PackedRecords
+    private var times: [Times]
+
+    /// The lease times of some of a host's records.
+    private struct Times: Hashable, Sendable {
+        var sequence: UInt8
+        var registeredAt: UnixTime
+        var expiresAt: UnixTime
+    }
+
+    public init() {
+        packed = PackedRecords()
+        times = []
+    }
+
+    public init(_ records: some Sequence<HeldRecord>) {
+        var dnsRecords: [DNSRecord] = []
+        var times: [(sequence: UInt8, registeredAt: UnixTime, expiresAt: UnixTime)] = []
+        dnsRecords.reserveCapacity(records.underestimatedCount)
+        times.reserveCapacity(records.underestimatedCount)
+        for held in records {
+            dnsRecords.append(held.record)
+            times.append((held.sequence, held.registeredAt, held.expiresAt))
+        }
+        self.init(dnsRecords, times: times)
+    }
+
+    /// `records`, each with the times at the same position in `times`.
+    public init(_ records: [DNSRecord], times: [(sequence: UInt8, registeredAt: UnixTime, expiresAt: UnixTime)]) {
+        precondition(records.count == times.count, "\(records.count) records with \(times.count) times")
+        var distinct: [Times] = []
+        // Records of one datagram share their times, so the last times usually serve again; a host has a few
+        // distinct ones, looked for one by one, and past a dozen (one per datagram, from a host sending one
+        // record at a time) by hash.
+        var index: [Times: UInt32]?
+        var tags: [UInt32] = []
+        tags.reserveCapacity(records.count)
+        for time in times {
+            let these = Times(sequence: time.sequence, registeredAt: time.registeredAt, expiresAt: time.expiresAt)
+            if let last = tags.last, distinct[Int(last)] == these {
+                tags.append(last)
+            } else if let known = index.map({ $0[these] }) ?? distinct.firstIndex(of: these).map(UInt32.init) {
+                tags.append(known)
+            } else {
+                tags.append(UInt32(distinct.count))
+                index?[these] = UInt32(distinct.count)
+                distinct.append(these)
+                if index == nil, distinct.count > 12 {
+                    index = Dictionary(uniqueKeysWithValues: distinct.enumerated().map { ($1, UInt32($0)) })
+                }
+            }
+        }
+        packed = PackedRecords(records, tags: tags)
+        self.times = distinct
+    }
+
+    public init(arrayLiteral records: HeldRecord...) {
+        self.init(records)
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { packed.count }
+
+    public subscript(position: Int) -> HeldRecord {
+        let times = times[Int(packed.tag(at: position))]
+        return HeldRecord(
+            record: packed[position], sequence: times.sequence, registeredAt: times.registeredAt,
+            expiresAt: times.expiresAt)
+    }
+
+    public mutating func replaceSubrange(_ range: Range<Int>, with new: some Collection<HeldRecord>) {
+        var records = Array(self)
+        records.replaceSubrange(range, with: new)
+        self = HeldRecords(records)
+    }
+
+    /// Changes every record (their times, usually) and packs them once.
+    public mutating func updateEach(_ change: (inout HeldRecord) -> Void) {
+        var records = Array(self)
+        for index in records.indices { change(&records[index]) }
+        self = HeldRecords(records)
+    }
+
+    /// The record at `position`, without its times.
+    public func record(at position: Int) -> DNSRecord { packed[position] }
+
+    /// The type of the record at `position`, read in place.
+    public func type(at position: Int) -> DNSType { packed.type(at: position) }
+
+    /// The owner name of the record at `position`.
+    public func name(at position: Int) -> DNSName { packed.name(at: position) }
+
+    /// Whether the record at `position` is named `name`, ignoring case, read in place.
+    public func nameEquals(at position: Int, ignoringCase name: DNSName) -> Bool {
+        packed.nameEquals(at: position, ignoringCase: name)
+    }
+
+    /// Where the record identical to `record` is (`HeldRecord.identical`: name in any case, type, class, RDATA).
+    public func position(of record: DNSRecord) -> Int? {
+        indices.first { type(at: $0) == record.type && HeldRecord.identical(self.record(at: $0), record) }
+    }
+
+    /// Whether the record at `position` has the cache-flush bit (the client's "unique").
+    public func isUnique(at position: Int) -> Bool { packed.cacheFlush(at: position) }
+
+    /// The expiry of the record at `position`.
+    public func expiresAt(at position: Int) -> UnixTime { times[Int(packed.tag(at: position))].expiresAt }
+
+    /// The earliest expiry of any record.
+    public var earliestExpiry: UnixTime? { times.lazy.map(\.expiresAt).min() }
+
+    public static func == (lhs: HeldRecords, rhs: HeldRecords) -> Bool {
+        lhs.count == rhs.count && lhs.elementsEqual(rhs)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(count)
+        for record in self { hasher.combine(record) }
     }
 }

@@ -255,12 +255,13 @@ extension SleepProxyCore {
 
         // Same sequence number: add to the owner's records, replacing identical ones. A new sequence number: the
         // host woke and slept again, so its records of other sequence numbers go.
-        var records = sameSequence ? existing?.owner.records ?? [] : []
+        var records = sameSequence ? Array(existing?.owner.records ?? []) : []
         let replacedCount = (existing?.owner.records.count ?? 0) - records.count
         var dropped: [String] = []
         var newRecords: [DNSRecord] = []
-        // Held for hours: the records keep only their own names, each once, not the datagram's whole block.
-        for record in registration.records.withCompactStorage() {
+        // Held for hours, the records are packed with their own names, each once (`HeldRecords`), not the
+        // datagram's whole block.
+        for record in registration.records {
             if HeldRecord.claimsUniqueName(record), let holder = hosts.uniqueHolder(of: record.name, on: key.interface),
                 holder != key
             {
@@ -350,7 +351,7 @@ extension SleepProxyCore {
             hosts.insert(HeldHost(owner: owner))
         }
         let fresh = fromTheStart ? nil : Set(newRecords.map(RecordIdentity.init))
-        let probes = Self.initialProbes(for: records, now: now) { fresh?.contains(RecordIdentity($0)) ?? true }
+        let probes = Self.initialProbes(for: owner.records, now: now) { fresh?.contains(RecordIdentity($0)) ?? true }
         hosts.update(key) { host in
             if sameSequence {
                 host.answeredIDs.insert(registration.message.id)
@@ -421,12 +422,12 @@ extension SleepProxyCore {
     /// before they are answered: the host may still be answering for them (PROTOCOL.md section 3.1).
     /// Those of `records` that `included` accepts (all by default) are probed.
     static func initialProbes(
-        for records: [HeldRecord], now: UnixTime, including included: (DNSRecord) -> Bool = { _ in true }
+        for records: HeldRecords, now: UnixTime, including included: (DNSRecord) -> Bool = { _ in true }
     ) -> RecordProbes {
         var probes = RecordProbes()
-        for position in records.indices {
-            let record = records[position].record
-            guard record.cacheFlush, ReverseMapping.address(of: record) == nil, included(record) else { continue }
+        for position in records.indices where records.isUnique(at: position) {
+            let record = records.record(at: position)
+            guard ReverseMapping.address(of: record) == nil, included(record) else { continue }
             probes.set(
                 RecordProbe(started: now, announcements: 2, afterConflict: false), at: position, of: records.count)
         }
@@ -460,9 +461,12 @@ extension SleepProxyCore {
                 continue
             }
             var clamped = 0
-            for index in owner.records.indices where owner.records[index].expiresAt > latest {
-                owner.records[index].expiresAt = latest
-                clamped += 1
+            if owner.records.indices.contains(where: { owner.records.expiresAt(at: $0) > latest }) {
+                owner.records.updateEach { held in
+                    guard held.expiresAt > latest else { return }
+                    held.expiresAt = latest
+                    clamped += 1
+                }
             }
             if clamped > 0 {
                 actions += [

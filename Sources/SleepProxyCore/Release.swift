@@ -124,7 +124,9 @@ extension SleepProxyCore {
         for key in senders {
             guard let host = hosts[key], host.owner.wakeMAC == mac,
                 let record = claimed.first(where: { record in
-                    host.owner.records.contains { $0.record.name.caseInsensitiveEquals(record.name) }
+                    host.owner.records.indices.contains {
+                        host.owner.records.nameEquals(at: $0, ignoringCase: record.name)
+                    }
                 })
             else { continue }
             if isProbe {

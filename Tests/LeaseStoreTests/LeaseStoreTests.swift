@@ -66,7 +66,8 @@ struct OwnerRoundTripTests {
             replacement.wakeMAC = mac(0xBB)
             replacement.password = [9, 9, 9, 9]
             replacement.lastSource = nil
-            replacement.records = held(Array(try macRecords().prefix(3)), sequence: 8, at: baseTime + .seconds(60))
+            replacement.records = HeldRecords(
+                held(Array(try macRecords().prefix(3)), sequence: 8, at: baseTime + .seconds(60)))
             try store.apply([.saveOwner(replacement)])
             #expect(try store.loadOwners().owners == [replacement, second])
 
