@@ -80,9 +80,11 @@ func processCPUSeconds() -> Double {
     return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
-func residentMegabytes() -> Double {
+/// This process's resident memory (`VmRSS`), or with `field: "RssAnon"` its anonymous part: the allocations,
+/// without the mapped binary and libraries.
+func residentMegabytes(field: String = "VmRSS") -> Double {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
         let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "")
     else { return -1 }
     return kilobytes / 1024
@@ -274,6 +276,7 @@ func forgetExtraOwners(directory: String, keeping owners: Int = 10_000) throws {
 /// Runs in a process of its own (see main.swift), so that its resident memory is that of the held state alone.
 func runRestoreBenchmark(directory: String, owners: Int = 10_000) throws {
     let before = residentMegabytes()
+    let anonymousBefore = residentMegabytes(field: "RssAnon")
     let clock = ContinuousClock()
     let start = clock.now
     let store = try LeaseStore(directory: directory)
@@ -293,6 +296,8 @@ func runRestoreBenchmark(directory: String, owners: Int = 10_000) throws {
     print("restore_rss_mb_before_load: \(String(format: "%.1f", before))")
     print("restore_rss_mb_after_load: \(String(format: "%.1f", loadedMegabytes))")
     print("held_rss_mb: \(String(format: "%.1f", residentMegabytes()))")
+    print("restore_rss_anon_mb_before_load: \(String(format: "%.1f", anonymousBefore))")
+    print("held_rss_anon_mb: \(String(format: "%.1f", residentMegabytes(field: "RssAnon")))")
     judge("restore_\(owners / 1000)k_ms", Double(milliseconds(end - start)), "<=", 200)
     judge("held_rss_mb", residentMegabytes(), "<=", 50)
     withExtendedLifetime(core) {}

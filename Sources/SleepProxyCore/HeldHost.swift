@@ -97,34 +97,76 @@ struct RecordIdentity: Hashable, Sendable {
 /// starts a probe for every unique record of every host at once, so they take a slot each beside the records, not
 /// a table keyed by the records; empty once every probe has settled.
 struct RecordProbes: Hashable, Sendable {
-    /// Empty, or one slot per record of the owner.
-    private var slots: [RecordProbe?] = []
+    /// Empty, or one slot per record of the owner: 0 for none, else 1 + the probe's place in `probes`. The probes
+    /// a registration or a restore starts are one value, kept once.
+    private var slots: [UInt32] = []
+    private var probes: [RecordProbe] = []
 
     var isEmpty: Bool { slots.isEmpty }
 
     /// The probe of the record at `position`, if it is in one.
     subscript(position: Int) -> RecordProbe? {
-        position < slots.count ? slots[position] : nil
+        guard position < slots.count, slots[position] != 0 else { return nil }
+        return probes[Int(slots[position]) - 1]
     }
 
     /// The probes, in the order of the records.
-    var values: [RecordProbe] { slots.compactMap { $0 } }
+    var values: [RecordProbe] { slots.indices.compactMap { self[$0] } }
 
     /// Puts the record at `position` of `count` records in `probe`.
     mutating func set(_ probe: RecordProbe, at position: Int, of count: Int) {
-        if slots.isEmpty { slots = Array(repeating: nil, count: count) }
-        slots[position] = probe
+        if slots.isEmpty { slots = Array(repeating: 0, count: count) }
+        // Probes started together are the same value; a new one is looked for among the last few only.
+        if let place = probes.indices.suffix(8).last(where: { probes[$0] == probe }) {
+            slots[position] = UInt32(place + 1)
+        } else {
+            probes.append(probe)
+            slots[position] = UInt32(probes.count)
+        }
+        if probes.count > 8 { compact() }
     }
 
     /// Forgets the probes `done` says are over.
     mutating func removeAll(where done: (RecordProbe) -> Bool) {
-        for position in slots.indices where slots[position].map(done) == true { slots[position] = nil }
-        if slots.allSatisfy({ $0 == nil }) { slots = [] }
+        for position in slots.indices where self[position].map(done) == true { slots[position] = 0 }
+        compact()
     }
 
     /// Every probe changed by `change`.
     mutating func update(_ change: (inout RecordProbe) -> Void) {
-        for position in slots.indices where slots[position] != nil { change(&slots[position]!) }
+        for place in probes.indices { change(&probes[place]) }
+    }
+
+    /// Keeps only the probes some record is in; none at all when no record is probed.
+    private mutating func compact() {
+        var kept: [RecordProbe] = []
+        var places: [UInt32: UInt32] = [:]
+        for position in slots.indices where slots[position] != 0 {
+            let old = slots[position]
+            if let place = places[old] {
+                slots[position] = place
+                continue
+            }
+            kept.append(probes[Int(old) - 1])
+            let place = UInt32(kept.count)
+            places[old] = place
+            slots[position] = place
+        }
+        if kept.isEmpty {
+            slots = []
+            probes = []
+        } else {
+            probes = kept
+        }
+    }
+
+    static func == (lhs: RecordProbes, rhs: RecordProbes) -> Bool {
+        lhs.slots.count == rhs.slots.count && lhs.slots.indices.allSatisfy { lhs[$0] == rhs[$0] }
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(slots.count)
+        for position in slots.indices { hasher.combine(self[position]) }
     }
 
     /// The probes of `old` records moved to where the same records (`RecordIdentity`) are among `new`; records not
@@ -133,7 +175,7 @@ struct RecordProbes: Hashable, Sendable {
         guard !slots.isEmpty else { return self }
         var byIdentity: [RecordIdentity: RecordProbe] = [:]
         for position in slots.indices {
-            if let probe = slots[position] { byIdentity[RecordIdentity(old.record(at: position))] = probe }
+            if let probe = self[position] { byIdentity[RecordIdentity(old.record(at: position))] = probe }
         }
         var result = RecordProbes()
         for position in new.indices {
