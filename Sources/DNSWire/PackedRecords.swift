@@ -60,9 +60,10 @@ public struct PackedRecords: @unchecked Sendable {
         nameSlots.reserveCapacity(records.count)
         var dataSize = 0
         var others: [RData] = []
-        for record in records {
-            nameSlots.append(names.place(record.name))
-            switch record.rdata {
+        // Read in place by position: a loop over the records would copy each.
+        for position in records.indices {
+            nameSlots.append(names.place(records[position].name))
+            switch records[position].rdata {
             case .a: dataSize += 4
             case .aaaa: dataSize += 16
             case .ptr(let target): _ = names.place(target)
@@ -70,7 +71,7 @@ public struct PackedRecords: @unchecked Sendable {
                 _ = names.place(srv.target)
                 dataSize += 11
             case .txt(let txt): dataSize += txt.bytes.count
-            default: others.append(record.rdata)
+            default: others.append(records[position].rdata)
             }
         }
         let namesStart = records.count * Self.entrySize
@@ -86,11 +87,11 @@ public struct PackedRecords: @unchecked Sendable {
             var data = dataStart
             var other = 0
             var nameLookups = names
-            for (position, record) in records.enumerated() {
+            for position in records.indices {
                 let kind: Kind
                 var start = data
                 var length = 0
-                switch record.rdata {
+                switch records[position].rdata {
                 case .a(let address):
                     kind = .a
                     raw.storeBytes(of: address.value, toByteOffset: data, as: UInt32.self)
@@ -131,14 +132,14 @@ public struct PackedRecords: @unchecked Sendable {
                 let entry = position * Self.entrySize
                 raw.storeBytes(of: UInt32(namesStart + nameSlots[position]), toByteOffset: entry, as: UInt32.self)
                 raw.storeBytes(of: UInt32(start), toByteOffset: entry + 4, as: UInt32.self)
-                raw.storeBytes(of: record.ttl, toByteOffset: entry + 8, as: UInt32.self)
-                raw.storeBytes(of: record.type.rawValue, toByteOffset: entry + 12, as: UInt16.self)
-                raw.storeBytes(of: record.recordClass.rawValue, toByteOffset: entry + 14, as: UInt16.self)
+                raw.storeBytes(of: records[position].ttl, toByteOffset: entry + 8, as: UInt32.self)
+                raw.storeBytes(of: records[position].type.rawValue, toByteOffset: entry + 12, as: UInt16.self)
+                raw.storeBytes(of: records[position].recordClass.rawValue, toByteOffset: entry + 14, as: UInt16.self)
                 raw.storeBytes(of: UInt16(length), toByteOffset: entry + 16, as: UInt16.self)
                 let tag = position < tags.count ? tags[position] : 0
                 raw.storeBytes(of: tag, toByteOffset: entry + 20, as: UInt32.self)
-                raw.storeBytes(of: UInt8(record.name.wireLength), toByteOffset: entry + 18, as: UInt8.self)
-                let flags = kind.rawValue | (record.cacheFlush ? Self.cacheFlushBit : 0)
+                raw.storeBytes(of: UInt8(records[position].name.wireLength), toByteOffset: entry + 18, as: UInt8.self)
+                let flags = kind.rawValue | (records[position].cacheFlush ? Self.cacheFlushBit : 0)
                 raw.storeBytes(of: flags, toByteOffset: entry + 19, as: UInt8.self)
             }
         }

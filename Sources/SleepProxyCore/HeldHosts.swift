@@ -129,18 +129,32 @@ struct HeldHosts: Sendable {
         recordCount += owner.records.count
         let mac = key.primaryMAC
         var digests = NameDigests(interface: key.interface)
-        for position in owner.records.indices {
-            let record = owner.records.record(at: position)
-            let name = digests[record.name]
+        let held = owner.records
+        for position in held.indices {
+            // The name, type and flag are read in place; the whole record is built only for the index of records.
+            let recordName = held.name(at: position)
+            let name = digests[recordName]
             // Held before by this owner alone: not shared; by another alone: shared from now on.
-            let single = names[name]?.only
-            let shared = names[name] != nil && single != mac
-            names[name, default: []].appendUnlessLast(mac)
+            let single: MACAddress?
+            let shared: Bool
+            if let slot = names.index(forKey: name) {
+                single = names.values[slot].only
+                shared = single != mac
+                names.values[slot].appendUnlessLast(mac)
+            } else {
+                single = nil
+                shared = false
+                names[name] = [mac]
+            }
             if let single, single != mac {
                 indexRecords(of: OwnerKey(interface: key.interface, primaryMAC: single), named: name)
             }
-            if shared { records[RecordDigest(record, name: name), default: []].append(mac) }
-            if Self.isUniqueCandidate(record) { uniqueNames[name, default: []].appendUnlessLast(mac) }
+            if shared { records[RecordDigest(held.record(at: position), name: name), default: []].append(mac) }
+            if held.isUnique(at: position)
+                || HeldRecord.claimsUniqueName(type: held.type(at: position), name: recordName)
+            {
+                uniqueNames[name, default: []].appendUnlessLast(mac)
+            }
         }
         wakeMACs[LinkMAC(interface: key.interface, mac: owner.wakeMAC), default: []].append(mac)
         expiries[key] = owner.expiresAt
@@ -174,12 +188,19 @@ struct HeldHosts: Sendable {
         var heldNames = Set<NameDigest>()
         var claimed = Set<NameDigest>()
         var digests = NameDigests(interface: key.interface)
-        for position in owner.records.indices {
-            let record = owner.records.record(at: position)
-            let name = digests[record.name]
+        let held = owner.records
+        for position in held.indices {
+            let recordName = held.name(at: position)
+            let name = digests[recordName]
             heldNames.insert(name)
-            if Self.isUniqueCandidate(record) { claimed.insert(name) }
-            let digest = RecordDigest(record, name: name)
+            if held.isUnique(at: position)
+                || HeldRecord.claimsUniqueName(type: held.type(at: position), name: recordName)
+            {
+                claimed.insert(name)
+            }
+            // Only records of names shared at some time are in the index of records.
+            guard !records.isEmpty else { continue }
+            let digest = RecordDigest(held.record(at: position), name: name)
             guard var holders = records.removeValue(forKey: digest) else { continue }
             holders.removeFirst(mac)
             if !holders.isEmpty { records[digest] = holders }
@@ -199,12 +220,6 @@ struct HeldHosts: Sendable {
         return host
     }
 
-    /// Whether `record` puts its owner among the unique name's candidates: it claims the name, or it is unique by
-    /// the client's word (cache-flush).
-    private static func isUniqueCandidate(_ record: DNSRecord) -> Bool {
-        record.cacheFlush || HeldRecord.claimsUniqueName(record)
-    }
-
     /// Replaces a held host's records, keeping what the proxy does for it (take-overs, probes of records it still
     /// holds, wake).
     mutating func replaceRecords(of key: OwnerKey, with owner: Owner) {
@@ -216,8 +231,14 @@ struct HeldHosts: Sendable {
 
     /// Reserves room in the indexes for `incoming` more records, so that they grow once rather than by doubling
     /// (each doubling rehashes every entry).
-    mutating func reserveCapacity(records incoming: Int) {
+    mutating func reserveCapacity(records incoming: Int, hosts incomingHosts: Int) {
         names.reserveCapacity(names.count + incoming / 2)
+        uniqueNames.reserveCapacity(uniqueNames.count + incoming / 4)
+        storage.reserveCapacity(storage.count + incomingHosts)
+        changed.reserveCapacity(changed.count + incomingHosts)
+        wakeMACs.reserveCapacity(wakeMACs.count + incomingHosts)
+        // A host has an address or two of each family: their entries grow once too.
+        addresses.reserveCapacity(addresses.count + 2 * incomingHosts)
     }
 
     // MARK: Who holds what

@@ -120,9 +120,14 @@ extension HeldRecord {
     /// Whether this record claims a name that only one host may hold: addresses, services and reverse mappings.
     /// These are unique by their nature in DNS-SD, whether or not a client sets the cache-flush bit on them.
     static func claimsUniqueName(_ record: DNSRecord) -> Bool {
-        switch record.type {
+        claimsUniqueName(type: record.type, name: record.name)
+    }
+
+    /// The same, from the record's type and name.
+    static func claimsUniqueName(type: DNSType, name: DNSName) -> Bool {
+        switch type {
         case .a, .aaaa, .srv: true
-        case .ptr: ReverseMapping.address(of: record.name) != nil
+        case .ptr: ReverseMapping.address(of: name) != nil
         default: false
         }
     }
@@ -447,7 +452,7 @@ extension SleepProxyCore {
         // One list of held addresses per interface at the end, not one per host (each as long as all of them).
         hosts.deferListChanges()
         // The indexes grow once to their size, not by doubling (each doubling rehashes every name and RDATA).
-        hosts.reserveCapacity(records: saved.reduce(0) { $0 + $1.records.count })
+        hosts.reserveCapacity(records: saved.reduce(0) { $0 + $1.records.count }, hosts: saved.count)
         let latest = now + .seconds(Int64(configuration.maximumLease))
         for var owner in saved.sorted(by: { $0.key < $1.key }) {
             guard let expiry = owner.expiresAt, expiry > now else {
