@@ -40,8 +40,8 @@ struct HeldHosts: Sendable {
     /// records are checked.
     private var records: [RecordDigest: Holders] = [:]
 
-    /// Held addresses to their owner, for the per-packet check.
-    private var addresses: [NeighbourKey: OwnerKey] = [:]
+    /// Held addresses to their owner's primary MAC (the interface is the key's), for the per-packet check.
+    private var addresses: [NeighbourKey: MACAddress] = [:]
     /// The same addresses per interface as the capture watches them, kept up to date as addresses come and go
     /// (a few dictionary updates each, however many are held).
     private var watched: [InterfaceName: WatchedPrefixes] = [:]
@@ -347,14 +347,16 @@ struct HeldHosts: Sendable {
 
     /// The owner holding `address` on `interface`, if any: one lookup, for every captured packet.
     func holder(of address: IPAddress, on interface: InterfaceName) -> OwnerKey? {
-        addresses[NeighbourKey(interface: interface, address: address)]
+        addresses[NeighbourKey(interface: interface, address: address)].map {
+            OwnerKey(interface: interface, primaryMAC: $0)
+        }
     }
 
     /// Claims `address` for `key`: false when another owner holds it already (it stays with that owner).
     mutating func claim(_ address: IPAddress, for key: OwnerKey) -> Bool {
         let held = NeighbourKey(interface: key.interface, address: address)
-        if let other = addresses[held] { return other == key }
-        addresses[held] = key
+        if let other = addresses[held] { return other == key.primaryMAC }
+        addresses[held] = key.primaryMAC
         watched[key.interface, default: WatchedPrefixes()].add(address)
         return true
     }
@@ -362,7 +364,7 @@ struct HeldHosts: Sendable {
     /// Lets go of `address` if `key` holds it.
     mutating func release(_ address: IPAddress, of key: OwnerKey) {
         let held = NeighbourKey(interface: key.interface, address: address)
-        guard addresses[held] == key else { return }
+        guard addresses[held] == key.primaryMAC else { return }
         addresses[held] = nil
         watched[key.interface]?.remove(address)
         if watched[key.interface]?.isEmpty == true { watched[key.interface] = nil }
