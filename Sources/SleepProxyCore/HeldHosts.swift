@@ -586,30 +586,26 @@ struct Holders: Sequence, ExpressibleByArrayLiteral, Sendable {
 
     /// Removes the first occurrence of `mac`, if any.
     mutating func removeFirst(_ mac: MACAddress) {
-        switch storage {
-        case .none:
-            break
-        case .one(let only):
-            if only == mac { storage = .none }
-        case .many(var macs):
-            guard let index = macs.firstIndex(of: mac) else { return }
-            storage = .none
-            macs.remove(at: index)
-            storage = Self.storage(of: macs)
+        remove(mac) { macs in
+            if let index = macs.firstIndex(of: mac) { macs.remove(at: index) }
         }
     }
 
     /// Removes every occurrence of `mac`.
     mutating func removeAll(_ mac: MACAddress) {
+        remove(mac) { macs in macs.removeAll { $0 == mac } }
+    }
+
+    /// Takes `mac` out: the one holder if it is `mac`, or from the list as `edit` does.
+    private mutating func remove(_ mac: MACAddress, from edit: (inout [MACAddress]) -> Void) {
         switch storage {
         case .none:
             break
         case .one(let only):
             if only == mac { storage = .none }
         case .many(var macs):
-            guard macs.contains(mac) else { return }
-            storage = .none
-            macs.removeAll { $0 == mac }
+            storage = .none  // the list is uniquely referenced while it is edited
+            edit(&macs)
             storage = Self.storage(of: macs)
         }
     }
