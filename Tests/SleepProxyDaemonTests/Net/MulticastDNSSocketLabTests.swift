@@ -423,7 +423,10 @@ private func waitForLine<Value>(
 ) async throws -> Value {
     let deadline = ContinuousClock.now + timeout
     while true {
-        for line in process.stdout.split(separator: "\n").dropFirst(skip) {
+        // Whole lines only: a line being written may be read in part ("ready " before "retried").
+        let output = process.stdout
+        let complete = output[..<(output.lastIndex(of: "\n") ?? output.startIndex)]
+        for line in complete.split(separator: "\n").dropFirst(skip) {
             if let value = parse(String(line)) { return value }
         }
         if process.hasExited {
