@@ -10,8 +10,8 @@ import NetworkAddresses
 /// Each record also carries a 32-bit `tag` of its owner's choosing (the holder of sleeping hosts' records numbers
 /// their lease times with it).
 ///
-/// RDATA other than A, AAAA, PTR, SRV and TXT (rare in a registration: HINFO, NSEC, NULL, unknown types) is kept
-/// as a value beside the block.
+/// RDATA other than A, AAAA, PTR, SRV and TXT (rare in a registration: HINFO, NSEC, NULL, unknown types), and TXT
+/// longer than 65,535 bytes (only built ones can be), is kept as a value beside the block.
 public struct PackedRecords: @unchecked Sendable {
     /// The entries, then the names, then the RDATA bytes; nil when there are no records.
     private let storage: NameStorage?
@@ -70,8 +70,8 @@ public struct PackedRecords: @unchecked Sendable {
             case .srv(let srv):
                 _ = names.place(srv.target)
                 dataSize += 11
-            case .txt(let txt): dataSize += txt.bytes.count
-            default: others.append(records[position].rdata)
+            case .txt(let txt) where txt.bytes.count <= Int(UInt16.max): dataSize += txt.bytes.count
+            default: others.append(Self.detached(records[position].rdata))
             }
         }
         let namesStart = records.count * Self.entrySize
@@ -115,7 +115,7 @@ public struct PackedRecords: @unchecked Sendable {
                     raw.storeBytes(of: UInt8(srv.target.wireLength), toByteOffset: data + 10, as: UInt8.self)
                     length = 11
                     data += 11
-                case .txt(let txt):
+                case .txt(let txt) where txt.bytes.count <= Int(UInt16.max):
                     kind = .txt
                     length = txt.bytes.count
                     if length > 0 {
@@ -144,6 +144,20 @@ public struct PackedRecords: @unchecked Sendable {
             }
         }
         self.init(storage: storage, count: records.count, others: others)
+    }
+
+    /// RDATA kept beside the block, with its own copy of any name or bytes it refers to: a decoded record's refer
+    /// to the block its whole message was decompressed into, which would stay alive as long as the record is held.
+    private static func detached(_ rdata: RData) -> RData {
+        switch rdata {
+        case .nsec(let nsec):
+            let nextName = nsec.nextName.withWire { DNSName(uncheckedWire: $0) }
+            return .nsec(NSECData(nextName: nextName, bitmap: nsec.bitmap))
+        case .txt(let txt):
+            return .txt(TXTData(validatedRData: txt.bytes.withUnsafeBufferPointer { SharedBytes(copying: $0) }))
+        default:
+            return rdata
+        }
     }
 
     /// Reads the entry of the record at `position`.

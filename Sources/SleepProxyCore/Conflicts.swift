@@ -45,9 +45,10 @@ extension SleepProxyCore {
             // with a unique record of the name are looked at, never every host holding a shared name.
             for key in hosts.uniqueCandidates(of: record.name, on: packet.interface) {
                 guard let host = hosts[key] else { continue }
-                let sameType = host.owner.records.map(\.record).filter {
-                    $0.type == record.type && $0.name.caseInsensitiveEquals(record.name)
-                }
+                let held = host.owner.records
+                let sameType = held.indices.filter {
+                    held.type(at: $0) == record.type && held.nameEquals(at: $0, ignoringCase: record.name)
+                }.map(held.record(at:))
                 // A holder with its own copy of the record has no conflict with it (answered or not).
                 guard !sameType.contains(where: { HeldRecord.identical($0, record) }) else { continue }
                 let unique = sameType.filter(\.cacheFlush)

@@ -102,6 +102,8 @@ struct RecordProbes: Hashable, Sendable {
     /// a registration or a restore starts are one value, kept once.
     private var slots: [UInt32] = []
     private var probes: [RecordProbe] = []
+    /// How many probes there were after the last compaction: the next comes when they have doubled.
+    private var compactedCount = 0
 
     var isEmpty: Bool { slots.isEmpty }
 
@@ -114,6 +116,10 @@ struct RecordProbes: Hashable, Sendable {
     /// The probes, in the order of the records.
     var values: [RecordProbe] { slots.indices.compactMap { self[$0] } }
 
+    /// The probes, each value once or a few times (those started together are one), in no particular order: a few
+    /// for a host, however many records it has.
+    var distinctValues: [RecordProbe] { probes }
+
     /// Puts the record at `position` of `count` records in `probe`.
     mutating func set(_ probe: RecordProbe, at position: Int, of count: Int) {
         if slots.isEmpty { slots = Array(repeating: 0, count: count) }
@@ -124,7 +130,7 @@ struct RecordProbes: Hashable, Sendable {
             probes.append(probe)
             slots[position] = UInt32(probes.count)
         }
-        if probes.count > 8 { compact() }
+        if probes.count > max(8, 2 * compactedCount) { compact() }
     }
 
     /// Forgets the probes `done` says are over.
@@ -159,6 +165,7 @@ struct RecordProbes: Hashable, Sendable {
         } else {
             probes = kept
         }
+        compactedCount = probes.count
     }
 
     static func == (lhs: RecordProbes, rhs: RecordProbes) -> Bool {

@@ -81,8 +81,9 @@ struct HeldHosts: Sendable {
         let result = change(&storage.values[index])
         let after = storage.values[index].probes
         if after != probes {
-            let before = probes.values
-            noteProbeEnds(after.values.lazy.filter { !before.contains($0) }.map(\.verifiedAt))
+            // Each end once, among the few distinct probes (not one per record).
+            let before = probes.distinctValues
+            noteProbeEnds(after.distinctValues.lazy.filter { !before.contains($0) }.map(\.verifiedAt))
         }
         generation &+= 1
         changed.insert(key)
@@ -125,7 +126,7 @@ struct HeldHosts: Sendable {
         if storage.updateValue(host, forKey: key) == nil { counts[key.interface, default: 0] += 1 }
         changed.insert(key)
         generation &+= 1
-        noteProbeEnds(host.probes.values.map(\.verifiedAt))
+        noteProbeEnds(host.probes.distinctValues.map(\.verifiedAt))
         recordCount += owner.records.count
         let mac = key.primaryMAC
         var digests = NameDigests(interface: key.interface)

@@ -265,6 +265,20 @@ public struct HeldRecords: RandomAccessCollection, RangeReplaceableCollection, E
         self = HeldRecords(records)
     }
 
+    // The collection's defaults would pack the host again for each record kept or added: these pack once.
+
+    public func filter(_ isIncluded: (HeldRecord) throws -> Bool) rethrows -> HeldRecords {
+        HeldRecords(try Array(self).filter(isIncluded))
+    }
+
+    public mutating func removeAll(where shouldBeRemoved: (HeldRecord) throws -> Bool) rethrows {
+        self = HeldRecords(try Array(self).filter { try !shouldBeRemoved($0) })
+    }
+
+    public mutating func append(contentsOf new: some Sequence<HeldRecord>) {
+        self = HeldRecords(Array(self) + Array(new))
+    }
+
     /// Changes every record (their times, usually) and packs them once.
     public mutating func updateEach(_ change: (inout HeldRecord) -> Void) {
         var records = Array(self)

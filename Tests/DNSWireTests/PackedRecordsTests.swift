@@ -83,6 +83,19 @@ struct PackedRecordsTests {
         #expect(packed.byteCount < 12 * 24 + 2 * host.wireLength + 12 * 11)
     }
 
+    /// TXT RDATA longer than an entry's 16-bit length (only a built one can be: on the wire RDLENGTH is 16 bits) is
+    /// kept beside the block, unchanged.
+    @Test func aTXTLongerThanSixtyFourKilobytesIsKept() throws {
+        let long = try TXTData(strings: Array(repeating: Array(repeating: UInt8(ascii: "x"), count: 255), count: 300))
+        let records = [
+            DNSRecord(name: "Big.local.", ttl: 120, rdata: .txt(long)),
+            DNSRecord(name: "big.local.", ttl: 120, rdata: .txt(try TXTData(["small"]))),
+        ]
+        let packed = PackedRecords(records)
+        #expect(packed.records == records)
+        #expect(packed.records[0].rdata == .txt(long))
+    }
+
     /// A large registration: past a few dozen distinct names they are found by hash, with the same result.
     @Test func manyDistinctNamesAreEachPlacedOnce() throws {
         let records = try (0..<300).map { index in

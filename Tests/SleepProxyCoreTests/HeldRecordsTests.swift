@@ -48,6 +48,9 @@ struct HeldRecordsTests {
         held.append(contentsOf: Self.records(1) { _ in 99 })
         #expect(held.last?.sequence == 99)
         #expect(held.position(of: Self.records(1) { _ in 0 }[0].record) == 0)
+        let kept = held.filter { $0.sequence != 4 }
+        #expect(kept.map(\.sequence) == [0, 2, 6, 8, 99])
+        #expect(Array(held.filter { _ in false }).isEmpty)
         #expect(HeldRecords() == [])
         #expect(HeldRecords().earliestExpiry == nil)
     }
