@@ -412,8 +412,8 @@ private func openSocket(_ lab: Lab, _ family: DatagramSocket.Family) throws -> D
     }
 }
 
-/// Waits (checking every 10 ms, for at most 5 s) until `process` has printed a line after the first `skip`
-/// lines that `parse` accepts, and returns what `parse` made of it.
+/// Waits (checking every 10 ms, for at most `timeout`) until `process` has printed a whole line after the first
+/// `skip` lines that `parse` accepts, and returns what `parse` made of it.
 private func waitForLine<Value>(
     _ process: LabProcess,
     _ what: String,
@@ -423,13 +423,15 @@ private func waitForLine<Value>(
 ) async throws -> Value {
     let deadline = ContinuousClock.now + timeout
     while true {
+        // Whether it had exited before its output is read: a helper may print its last line and exit in between.
+        let exited = process.hasExited
         // Whole lines only: a line being written may be read in part ("ready " before "retried").
         let output = process.stdout
         let complete = output[..<(output.lastIndex(of: "\n") ?? output.startIndex)]
         for line in complete.split(separator: "\n").dropFirst(skip) {
             if let value = parse(String(line)) { return value }
         }
-        if process.hasExited {
+        if exited {
             throw TestFailure("\(process.arguments.first ?? "") exited before \(what): \(process.stderr)")
         }
         guard ContinuousClock.now < deadline else {
