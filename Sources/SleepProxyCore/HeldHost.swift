@@ -63,34 +63,27 @@ struct HeldHost: Sendable {
     }
 }
 
-/// A record as the proxy tells records apart: name, type, class and RDATA, with the name and the names inside the
-/// RDATA compared ignoring ASCII case (`HeldRecord.identical`).
+/// A record as the proxy tells records apart: `HeldRecord.identical` (name, type, class and RDATA, with the name and
+/// the names inside the RDATA compared ignoring ASCII case).
 ///
-/// It keeps the record's own name and RDATA (no lower-case copy is built: a restore makes one for every unique record
-/// of every host) and folds case when it hashes and compares.
+/// It keeps the record as it is (no lower-case copy is built: a restore makes one for every unique record of every
+/// host) and folds case when it hashes.
 struct RecordIdentity: Hashable, Sendable {
-    let name: DNSName
-    let type: DNSType
-    let recordClass: DNSClass
-    let rdata: RData
+    let record: DNSRecord
 
     init(_ record: DNSRecord) {
-        name = record.name
-        type = record.type
-        recordClass = record.recordClass
-        rdata = record.rdata
+        self.record = record
     }
 
     static func == (lhs: RecordIdentity, rhs: RecordIdentity) -> Bool {
-        lhs.type == rhs.type && lhs.recordClass == rhs.recordClass && lhs.name.caseInsensitiveEquals(rhs.name)
-            && HeldRecord.sameRData(lhs.rdata, rhs.rdata)
+        HeldRecord.identical(lhs.record, rhs.record)
     }
 
     func hash(into hasher: inout Hasher) {
-        hasher.combine(type)
-        hasher.combine(recordClass)
-        name.hashIgnoringCase(into: &hasher)
-        rdata.hashIgnoringCase(into: &hasher)
+        hasher.combine(record.type)
+        hasher.combine(record.recordClass)
+        record.name.hashIgnoringCase(into: &hasher)
+        record.rdata.hashIgnoringCase(into: &hasher)
     }
 }
 

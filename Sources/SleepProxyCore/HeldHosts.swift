@@ -279,7 +279,8 @@ struct HeldHosts: Sendable {
         guard let index = storage.index(forKey: key) else { return false }
         let held = storage.values[index].owner.records
         return held.indices.contains { position in
-            held.nameEquals(at: position, ignoringCase: name) && HeldRecord.claimsUniqueName(held.record(at: position))
+            held.nameEquals(at: position, ignoringCase: name)
+                && HeldRecord.claimsUniqueName(type: held.type(at: position), name: name)
         }
     }
 

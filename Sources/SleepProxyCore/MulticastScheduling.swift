@@ -143,7 +143,9 @@ extension SleepProxyCore {
         var counted = Set<OwnerKey>()
         for key in hosts.holders(of: record, on: interface)
         where counted.insert(key).inserted {
-            for held in hosts[key]?.owner.records ?? [] where RecordDigest.sameRecord(held.record, record) {
+            let held = hosts[key]?.owner.records ?? []
+            for position in held.indices
+            where held.type(at: position) == record.type && RecordDigest.sameRecord(held.record(at: position), record) {
                 copies += 1
                 if copies > count { return true }
             }
