@@ -132,6 +132,12 @@ if wanted("registrations") {
     restore.arguments = ["restore", directory]
     try restore.run()
     restore.waitUntilExit()
+    // SLEEPPROXY_BENCH_KEEP_STATE=DIR keeps a copy of the 10,000-host state directory, to run `restore DIR` again
+    // (on a copy: a restore rewrites its store) while its leases last (about two hours).
+    if let keep = ProcessInfo.processInfo.environment["SLEEPPROXY_BENCH_KEEP_STATE"] {
+        try FileManager.default.copyItem(atPath: directory, toPath: keep)
+        print("state kept in \(keep)")
+    }
     try? FileManager.default.removeItem(atPath: directory)
 }
 if wanted("store") {

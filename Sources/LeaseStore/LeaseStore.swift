@@ -318,6 +318,8 @@ public final class LeaseStore: LeaseStoring {
                     )
                 }
             }
+            // Read once at start: the pages it read stay cached otherwise, a few megabytes with thousands held.
+            connection.releaseCachedPages()
             return LoadedOwners(owners: owners, wakes: wakes, problems: problems)
         }
     }

@@ -31,6 +31,12 @@ final class Connection {
 
     var isOpen: Bool { handle != nil }
 
+    /// Gives the pages SQLite caches for this connection back to the allocator: after reading the whole file
+    /// once (the quick check, loading every owner) the cache is full of pages that are not read again.
+    func releaseCachedPages() {
+        if let handle { sqlite3_db_release_memory(handle) }
+    }
+
     /// Finalizes every cached statement and closes the connection; harmless when already closed.
     func close() {
         for statement in statements.values { sqlite3_finalize(statement.handle) }
