@@ -16,7 +16,7 @@ extension SleepProxyCore {
                 held.registeredAt = moved(held.registeredAt)
                 held.expiresAt = moved(held.expiresAt)
             }
-            host.takeovers = host.takeovers.mapValues { takeover in
+            host.takeovers = host.takeovers.mapTakeovers { takeover in
                 var copy = takeover
                 copy.next = copy.next.map(moved)
                 copy.backoffUntil = copy.backoffUntil.map(moved)

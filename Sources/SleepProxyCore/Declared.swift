@@ -269,7 +269,7 @@ extension SleepProxyCore {
             guard let host = hosts[key], host.declared else {
                 return [.log(.info, "declared host \(watch.host.name) (\(key)) is awake again: \(what())")]
             }
-            let claimed = host.takeovers.filter { $0.value.isClaimed || $0.value.answers }.keys.sorted()
+            let claimed = host.takeovers.filter { $0.takeover.isClaimed || $0.takeover.answers }.map(\.address)
             return drop(
                 key, reason: .released("declared host \(watch.host.name) is back: \(what()) from its MAC"), now: now)
                 + handBack(claimed, to: mac, on: interface)

@@ -18,7 +18,7 @@ struct HeldHost: Sendable {
     var owner: Owner
     var state: State = .proxying
     /// The take-over of each held address (from the reverse-mapping PTRs).
-    var takeovers: [IPAddress: AddressTakeover] = [:]
+    var takeovers = AddressTakeovers()
     /// Held addresses for which our own host's neighbour entry points at the sleeping host's MAC.
     var neighbourEntries: Set<IPAddress> = []
     /// Unique records in silent probing (after the registration or a conflict), not answered until verified: by

@@ -486,7 +486,7 @@ extension HeldHost {
             if let time, earliest.map({ time < $0 }) ?? true { earliest = time }
         }
         if !isWakingWhole {
-            for takeover in takeovers.values { consider(takeover.next) }
+            for entry in takeovers { consider(entry.takeover.next) }
             for kept in keepalives.values { consider(kept.nextSend) }
         }
         for probe in probes.values { consider(probe.settledAt) }

@@ -61,8 +61,8 @@ extension SleepProxyCore {
     /// The take-over state of each of a host's addresses, for status output.
     public func addressStates(of key: OwnerKey, now: UnixTime) -> [AddressState] {
         guard let host = hosts[key] else { return [] }
-        return host.takeovers.keys.sorted().compactMap { address in
-            guard let takeover = host.takeovers[address] else { return nil }
+        return host.takeovers.map { entry in
+            let (address, takeover) = (entry.address, entry.takeover)
             let phase: AddressState.Phase
             if host.isWakingWhole {
                 phase = .released

@@ -164,7 +164,7 @@ public struct SleepProxyCore: Sendable {
         switch host.state {
         case .waking(let wake): return .waking(reason: wake.reason, rounds: wake.rounds)
         case .proxying:
-            return host.takeovers.values.contains { !$0.answers } ? .takingOver : .held
+            return host.takeovers.contains { !$0.takeover.answers } ? .takingOver : .held
         }
     }
 

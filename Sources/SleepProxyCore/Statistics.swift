@@ -155,7 +155,7 @@ extension SleepProxyCore {
             count.hosts += 1
             count.records += host.owner.records.count
             if !host.isWakingWhole {
-                count.addresses += host.takeovers.values.reduce(0) { $0 + ($1.answers ? 1 : 0) }
+                count.addresses += host.takeovers.reduce(0) { $0 + ($1.takeover.answers ? 1 : 0) }
             }
             count.keepalives += host.keepalives.count
             counts[host.key.interface] = count

@@ -69,7 +69,7 @@ extension SleepProxyCore {
         var current = host.takeovers
         let wanted = host.owner.proxiedAddresses
         let wantedSet = Set(wanted)
-        for address in current.keys.sorted() where !wantedSet.contains(address) {
+        for address in current.addresses where !wantedSet.contains(address) {
             current[address] = nil
             actions += stopTakeover(of: address, key: key)
         }
@@ -81,7 +81,7 @@ extension SleepProxyCore {
                 actions.append(.joinMulticastGroup(key.interface, v6.solicitedNodeGroup))
             }
         }
-        let changed = current.count != host.takeovers.count || current.keys.contains { host.takeovers[$0] == nil }
+        let changed = !current.holdsTheSameAddresses(as: host.takeovers)
         hosts.updateService(key) { $0.takeovers = current }
         refreshHostDeadline()
         // The list of all held addresses on the interface, only when this host's share of it changed: with
@@ -96,7 +96,7 @@ extension SleepProxyCore {
     mutating func restartTakeovers(of key: OwnerKey, now: UnixTime) {
         guard let takeovers = hosts[key]?.takeovers else { return }
         hosts.updateService(key) { host in
-            host.takeovers = takeovers.mapValues { _ in
+            host.takeovers = takeovers.mapTakeovers { _ in
                 AddressTakeover(phase: .probing(sent: 0), next: now + TakeoverTiming.firstProbe)
             }
         }
@@ -107,7 +107,7 @@ extension SleepProxyCore {
     mutating func stopTakeovers(of key: OwnerKey) -> [Action] {
         guard let current = hosts[key]?.takeovers, !current.isEmpty else { return [] }
         var actions: [Action] = []
-        for address in current.keys.sorted() {
+        for address in current.addresses {
             actions += stopTakeover(of: address, key: key)
         }
         hosts.updateService(key) { $0.takeovers = [:] }
@@ -165,8 +165,10 @@ extension SleepProxyCore {
         else { return [] }
         var actions: [Action] = []
         var current = host.takeovers
-        for address in current.keys.sorted() {
-            guard var takeover = current[address], let next = takeover.next, next <= now else { continue }
+        for position in current.indices {
+            let address = current[position].address
+            var takeover = current[position].takeover
+            guard let next = takeover.next, next <= now else { continue }
             switch takeover.phase {
             case .probing(let sent):
                 actions.append(.injectFrame(key.interface, probe(address, owner: host.owner, link: link)))
@@ -203,7 +205,7 @@ extension SleepProxyCore {
             case .defending:
                 takeover.next = nil
             }
-            current[address] = takeover
+            current.update(at: position) { $0 = takeover }
         }
         hosts.updateService(key) { $0.takeovers = current }
         return actions
@@ -433,5 +435,78 @@ extension SleepProxyCore {
             .setNeighbour(interface, address, mac),
             .log(.info, "our host asked for \(address): pointed it at the sleeping host's \(mac)"),
         ]
+    }
+}
+
+/// The take-over of each of a host's held addresses, in address order. A host has one address or a few: a short
+/// sorted array is one allocation of a few dozen bytes per host, where a hash table took a few hundred (for each
+/// of thousands of hosts), and the steps walk it in order without sorting its keys each time.
+struct AddressTakeovers: Sendable, RandomAccessCollection, ExpressibleByDictionaryLiteral {
+    struct Entry: Sendable {
+        let address: IPAddress
+        var takeover: AddressTakeover
+    }
+
+    private var entries: [Entry] = []
+
+    init() {}
+
+    init(dictionaryLiteral elements: (IPAddress, AddressTakeover)...) {
+        for (address, takeover) in elements { self[address] = takeover }
+    }
+
+    var startIndex: Int { entries.startIndex }
+    var endIndex: Int { entries.endIndex }
+    subscript(position: Int) -> Entry { entries[position] }
+
+    /// The held addresses, in order.
+    var addresses: [IPAddress] { entries.map(\.address) }
+
+    /// Where `address` is, or where it would go.
+    private func slot(of address: IPAddress) -> (position: Int, found: Bool) {
+        var low = 0
+        var high = entries.count
+        while low < high {
+            let middle = (low + high) / 2
+            if entries[middle].address < address { low = middle + 1 } else { high = middle }
+        }
+        return (low, low < entries.count && entries[low].address == address)
+    }
+
+    /// The take-over of `address`; setting nil stops holding it.
+    subscript(address: IPAddress) -> AddressTakeover? {
+        get {
+            let (position, found) = slot(of: address)
+            return found ? entries[position].takeover : nil
+        }
+        set {
+            let (position, found) = slot(of: address)
+            switch (found, newValue) {
+            case (true, let takeover?): entries[position].takeover = takeover
+            case (true, nil): entries.remove(at: position)
+            case (false, let takeover?): entries.insert(Entry(address: address, takeover: takeover), at: position)
+            case (false, nil): break
+            }
+        }
+    }
+
+    /// Changes the take-over at `position` in place.
+    mutating func update(at position: Int, _ change: (inout AddressTakeover) -> Void) {
+        change(&entries[position].takeover)
+    }
+
+    /// The same addresses, each take-over changed by `transform`.
+    func mapTakeovers(_ transform: (AddressTakeover) -> AddressTakeover) -> AddressTakeovers {
+        var mapped = self
+        for position in mapped.entries.indices {
+            mapped.entries[position].takeover = transform(mapped.entries[position].takeover)
+        }
+        return mapped
+    }
+
+    /// Whether both hold the same addresses (whatever their phases).
+    func holdsTheSameAddresses(as other: AddressTakeovers) -> Bool {
+        entries.count == other.entries.count
+            && zip(entries, other.entries).allSatisfy { $0.address == $1.address }
     }
 }
