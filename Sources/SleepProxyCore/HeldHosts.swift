@@ -63,6 +63,12 @@ struct HeldHosts: Sendable {
 
     subscript(key: OwnerKey) -> HeldHost? { storage[key] }
 
+    /// Calls `body` with the host of `key` read in place (the subscript copies it whole); nil without one.
+    func withHost<Result>(_ key: OwnerKey, _ body: (HeldHost) -> Result) -> Result? {
+        guard let index = storage.index(forKey: key) else { return nil }
+        return body(storage.values[index])
+    }
+
     var keys: Dictionary<OwnerKey, HeldHost>.Keys { storage.keys }
     var values: Dictionary<OwnerKey, HeldHost>.Values { storage.values }
     var count: Int { storage.count }
@@ -441,7 +447,8 @@ struct HeldHosts: Sendable {
     mutating func popDueSteps(by now: UnixTime) -> [OwnerKey] {
         let due = steps.popDue(by: now)
         changed.formUnion(due)
-        return due.sorted()
+        // In a steady order when several are due at once; one alone (most ticks) is not sorted.
+        return due.count > 1 ? due.sorted() : due
     }
 
     /// Brings the next step of the hosts changed since the last call up to date (only those: not every host after

@@ -161,17 +161,31 @@ extension SleepProxyCore {
 
     /// Sends a host's probes and announcements that are due. Nothing goes out while the whole host is woken.
     mutating func advanceTakeovers(of key: OwnerKey, now: UnixTime) -> [Action] {
-        guard let host = hosts[key], !host.takeovers.isEmpty, !host.isWakingWhole, let link = links[key.interface]
-        else { return [] }
+        guard let link = links[key.interface] else { return [] }
         var actions: [Action] = []
-        var current = host.takeovers
+        // The host is read in place: a step runs for every held host several times after it registers.
+        let advanced = hosts.withHost(key) { host -> AddressTakeovers? in
+            guard !host.takeovers.isEmpty, !host.isWakingWhole else { return nil }
+            return advance(host.takeovers, of: host.owner, link: link, now: now, actions: &actions)
+        }
+        guard let advanced = advanced ?? nil else { return [] }
+        hosts.updateService(key) { $0.takeovers = advanced }
+        return actions
+    }
+
+    /// The steps of `takeovers` due at `now`, with the frames, events and logs they send added to `actions`.
+    private func advance(
+        _ takeovers: AddressTakeovers, of owner: Owner, link: Link, now: UnixTime, actions: inout [Action]
+    ) -> AddressTakeovers {
+        let key = owner.key
+        var current = takeovers
         for position in current.indices {
             let address = current[position].address
             var takeover = current[position].takeover
             guard let next = takeover.next, next <= now else { continue }
             switch takeover.phase {
             case .probing(let sent):
-                actions.append(.injectFrame(key.interface, probe(address, owner: host.owner, link: link)))
+                actions.append(.injectFrame(key.interface, probe(address, owner: owner, link: link)))
                 if sent + 1 < TakeoverTiming.probes {
                     takeover.phase = .probing(sent: sent + 1)
                     takeover.next = now + TakeoverTiming.probeInterval
@@ -207,8 +221,7 @@ extension SleepProxyCore {
             }
             current.update(at: position) { $0 = takeover }
         }
-        hosts.updateService(key) { $0.takeovers = current }
-        return actions
+        return current
     }
 
     /// "Is the host still there?": an ARP probe or an NS from `::`, unicast to its wake MAC.
