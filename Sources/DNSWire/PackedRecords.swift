@@ -58,6 +58,8 @@ public struct PackedRecords: @unchecked Sendable {
         var names = NamePlan()
         var nameSlots: [Int] = []
         nameSlots.reserveCapacity(records.count)
+        // Where the target of each PTR and SRV goes (0 for other records): placed once, here.
+        var targetSlots = [Int](repeating: 0, count: records.count)
         var dataSize = 0
         var others: [RData] = []
         // Read in place by position: a loop over the records would copy each.
@@ -66,9 +68,9 @@ public struct PackedRecords: @unchecked Sendable {
             switch records[position].rdata {
             case .a: dataSize += 4
             case .aaaa: dataSize += 16
-            case .ptr(let target): _ = names.place(target)
+            case .ptr(let target): targetSlots[position] = names.place(target)
             case .srv(let srv):
-                _ = names.place(srv.target)
+                targetSlots[position] = names.place(srv.target)
                 dataSize += 11
             case .txt(let txt) where txt.bytes.count <= Int(UInt16.max): dataSize += txt.bytes.count
             default: others.append(Self.detached(records[position].rdata))
@@ -86,7 +88,6 @@ public struct PackedRecords: @unchecked Sendable {
             // Pass two: the entries and the data.
             var data = dataStart
             var other = 0
-            var nameLookups = names
             for position in records.indices {
                 let kind: Kind
                 var start = data
@@ -103,14 +104,14 @@ public struct PackedRecords: @unchecked Sendable {
                     data += 16
                 case .ptr(let target):
                     kind = .ptr
-                    start = namesStart + nameLookups.place(target)
+                    start = namesStart + targetSlots[position]
                     length = target.wireLength
                 case .srv(let srv):
                     kind = .srv
                     raw.storeBytes(of: srv.priority, toByteOffset: data, as: UInt16.self)
                     raw.storeBytes(of: srv.weight, toByteOffset: data + 2, as: UInt16.self)
                     raw.storeBytes(of: srv.port, toByteOffset: data + 4, as: UInt16.self)
-                    let target = namesStart + nameLookups.place(srv.target)
+                    let target = namesStart + targetSlots[position]
                     raw.storeBytes(of: UInt32(target), toByteOffset: data + 6, as: UInt32.self)
                     raw.storeBytes(of: UInt8(srv.target.wireLength), toByteOffset: data + 10, as: UInt8.self)
                     length = 11

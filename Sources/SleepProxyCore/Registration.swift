@@ -454,7 +454,9 @@ extension SleepProxyCore {
         // The indexes grow once to their size, not by doubling (each doubling rehashes every name and RDATA).
         hosts.reserveCapacity(records: saved.reduce(0) { $0 + $1.records.count }, hosts: saved.count)
         let latest = now + .seconds(Int64(configuration.maximumLease))
-        for var owner in saved.sorted(by: { $0.key < $1.key }) {
+        // In key order, as the store lists them (then nothing is sorted or copied).
+        let inOrder = zip(saved, saved.dropFirst()).allSatisfy { $0.key < $1.key }
+        for var owner in inOrder ? saved : saved.sorted(by: { $0.key < $1.key }) {
             guard let expiry = owner.expiresAt, expiry > now else {
                 let event = Event(
                     time: now, kind: .expired, interface: owner.key.interface, owner: owner.key.primaryMAC,
