@@ -135,8 +135,13 @@ if wanted("registrations") {
     // SLEEPPROXY_BENCH_KEEP_STATE=DIR keeps a copy of the 10,000-host state directory, to run `restore DIR` again
     // (on a copy: a restore rewrites its store) while its leases last (about two hours).
     if let keep = ProcessInfo.processInfo.environment["SLEEPPROXY_BENCH_KEEP_STATE"] {
-        try FileManager.default.copyItem(atPath: directory, toPath: keep)
-        print("state kept in \(keep)")
+        do {
+            try? FileManager.default.removeItem(atPath: keep)
+            try FileManager.default.copyItem(atPath: directory, toPath: keep)
+            print("state kept in \(keep)")
+        } catch {
+            print("state not kept in \(keep): \(error)")
+        }
     }
     try? FileManager.default.removeItem(atPath: directory)
 }

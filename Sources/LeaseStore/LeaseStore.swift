@@ -318,7 +318,8 @@ public final class LeaseStore: LeaseStoring {
                     )
                 }
             }
-            // Read once at start: the pages it read stay cached otherwise, a few megabytes with thousands held.
+            // Whole, at start (and when the daemon catches up after failed commits): the pages it read would
+            // stay cached otherwise, up to SQLite's default cache of about 2 MB.
             connection.releaseCachedPages()
             return LoadedOwners(owners: owners, wakes: wakes, problems: problems)
         }

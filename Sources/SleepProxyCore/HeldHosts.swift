@@ -63,12 +63,6 @@ struct HeldHosts: Sendable {
 
     subscript(key: OwnerKey) -> HeldHost? { storage[key] }
 
-    /// Calls `body` with the host of `key` read in place (the subscript copies it whole); nil without one.
-    func withHost<Result>(_ key: OwnerKey, _ body: (HeldHost) -> Result) -> Result? {
-        guard let index = storage.index(forKey: key) else { return nil }
-        return body(storage.values[index])
-    }
-
     var keys: Dictionary<OwnerKey, HeldHost>.Keys { storage.keys }
     var values: Dictionary<OwnerKey, HeldHost>.Values { storage.values }
     var count: Int { storage.count }

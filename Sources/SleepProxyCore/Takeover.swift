@@ -162,30 +162,31 @@ extension SleepProxyCore {
     /// Sends a host's probes and announcements that are due. Nothing goes out while the whole host is woken.
     mutating func advanceTakeovers(of key: OwnerKey, now: UnixTime) -> [Action] {
         guard let link = links[key.interface] else { return [] }
+        let lazy = configuration.addressClaim == .lazy
         var actions: [Action] = []
-        // The host is read in place: a step runs for every held host several times after it registers.
-        let advanced = hosts.withHost(key) { host -> AddressTakeovers? in
-            guard !host.takeovers.isEmpty, !host.isWakingWhole else { return nil }
-            return advance(host.takeovers, of: host.owner, link: link, now: now, actions: &actions)
+        // Changed where it is held: a step runs for every held host several times after it registers, and a copy
+        // of the host would retain and release everything it holds each time.
+        hosts.updateService(key) { host in
+            guard !host.takeovers.isEmpty, !host.isWakingWhole else { return }
+            Self.advance(
+                &host.takeovers, of: key, wakeMAC: host.owner.wakeMAC, lazy: lazy, link: link, now: now,
+                actions: &actions)
         }
-        guard let advanced = advanced ?? nil else { return [] }
-        hosts.updateService(key) { $0.takeovers = advanced }
         return actions
     }
 
-    /// The steps of `takeovers` due at `now`, with the frames, events and logs they send added to `actions`.
-    private func advance(
-        _ takeovers: AddressTakeovers, of owner: Owner, link: Link, now: UnixTime, actions: inout [Action]
-    ) -> AddressTakeovers {
-        let key = owner.key
-        var current = takeovers
+    /// Takes the steps of `current` due at `now`, adding the frames, events and logs they send to `actions`.
+    private static func advance(
+        _ current: inout AddressTakeovers, of key: OwnerKey, wakeMAC: MACAddress, lazy: Bool, link: Link,
+        now: UnixTime, actions: inout [Action]
+    ) {
         for position in current.indices {
             let address = current[position].address
             var takeover = current[position].takeover
             guard let next = takeover.next, next <= now else { continue }
             switch takeover.phase {
             case .probing(let sent):
-                actions.append(.injectFrame(key.interface, probe(address, owner: owner, link: link)))
+                actions.append(.injectFrame(key.interface, probe(address, to: wakeMAC, link: link)))
                 if sent + 1 < TakeoverTiming.probes {
                     takeover.phase = .probing(sent: sent + 1)
                     takeover.next = now + TakeoverTiming.probeInterval
@@ -195,7 +196,6 @@ extension SleepProxyCore {
                     takeover.next = now + TakeoverTiming.probeInterval
                 }
             case .announcing(let sent):
-                let lazy = configuration.addressClaim == .lazy
                 if !lazy {
                     actions.append(.injectFrame(key.interface, announcement(address, link: link)))
                 }
@@ -221,15 +221,10 @@ extension SleepProxyCore {
             }
             current.update(at: position) { $0 = takeover }
         }
-        return current
     }
 
-    /// "Is the host still there?": an ARP probe or an NS from `::`, unicast to its wake MAC.
-    func probe(_ address: IPAddress, owner: Owner, link: Link) -> [UInt8] {
-        Self.probe(address, to: owner.wakeMAC, link: link)
-    }
-
-    /// The same probe for `address`, unicast to `mac`.
+    /// "Is the host still there?": an ARP probe or an NS from `::` for `address`, unicast to `mac` (the host's
+    /// wake MAC).
     static func probe(_ address: IPAddress, to mac: MACAddress, link: Link) -> [UInt8] {
         switch address {
         case .v4(let v4):
@@ -243,7 +238,7 @@ extension SleepProxyCore {
     }
 
     /// The claim: a gratuitous ARP, or an unsolicited NA with Override and our MAC, to everyone.
-    func announcement(_ address: IPAddress, link: Link) -> [UInt8] {
+    static func announcement(_ address: IPAddress, link: Link) -> [UInt8] {
         switch address {
         case .v4(let v4):
             return EthernetFrame.arpAnnouncement(of: v4, source: link.macAddress).serialized()
@@ -452,8 +447,8 @@ extension SleepProxyCore {
 }
 
 /// The take-over of each of a host's held addresses, in address order. A host has one address or a few: a short
-/// sorted array is one allocation of a few dozen bytes per host, where a hash table took a few hundred (for each
-/// of thousands of hosts), and the steps walk it in order without sorting its keys each time.
+/// sorted array is one allocation of about a hundred bytes per host, where a hash table took a few hundred (for
+/// each of thousands of hosts), and the steps walk it in order without sorting its keys each time.
 struct AddressTakeovers: Sendable, RandomAccessCollection, ExpressibleByDictionaryLiteral {
     struct Entry: Sendable {
         let address: IPAddress

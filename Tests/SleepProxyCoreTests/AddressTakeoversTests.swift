@@ -18,15 +18,21 @@ struct AddressTakeoversTests {
 
     @Test func setInAnyOrderReadBackByAddressAndWalkedInOrder() {
         var takeovers = AddressTakeovers()
-        takeovers[Self.v6] = Self.takeover(2, at: 3)
+        // Into an empty list, before the first, between two, after the last.
         takeovers[Self.v4b] = Self.takeover(1, at: 2)
         takeovers[Self.v4a] = Self.takeover(0, at: 1)
-        #expect(takeovers.count == 3)
+        takeovers[Self.v6] = Self.takeover(2, at: 3)
         #expect(takeovers.addresses == [Self.v4a, Self.v4b, Self.v6])
-        #expect(takeovers.addresses == [Self.v6, Self.v4b, Self.v4a].sorted())
+        let between = IPAddress.v4(IPv4Address(10, 0, 0, 10))
+        takeovers[between] = Self.takeover(0, at: 9)
+        #expect(takeovers.count == 4)
+        #expect(takeovers.addresses == [Self.v4a, between, Self.v4b, Self.v6])
+        #expect(takeovers[between] == Self.takeover(0, at: 9))
+        takeovers[between] = nil
         #expect(takeovers[Self.v4b] == Self.takeover(1, at: 2))
         #expect(takeovers[Self.v6] == Self.takeover(2, at: 3))
-        #expect(takeovers[.v4(IPv4Address(10, 0, 0, 10))] == nil)
+        #expect(takeovers[between] == nil)
+        #expect(takeovers[.v4(IPv4Address(10, 0, 0, 11))] == nil)
         #expect(takeovers.map(\.takeover.next) == [1, 2, 3].map { Self.start + .seconds($0) })
 
         // Set again: replaced in place, not added twice.
