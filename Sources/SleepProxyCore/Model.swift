@@ -68,9 +68,6 @@ public struct HeldRecord: Hashable, Sendable {
     /// Unique records (cache-flush set in the registration) are the ones the client defends as its own.
     public var isUnique: Bool { record.cacheFlush }
 
-    /// The address this record makes the proxy claim, when it is a reverse-mapping PTR.
-    public var proxiedAddress: IPAddress? { ReverseMapping.address(of: record) }
-
     /// Same name (ignoring ASCII case), type, class and RDATA: the registration replaces such a record.
     public func isIdentical(to other: DNSRecord) -> Bool {
         Self.identical(record, other)
