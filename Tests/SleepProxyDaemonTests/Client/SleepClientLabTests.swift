@@ -1,5 +1,7 @@
 import CaptureStream
+import DNSWire
 import Foundation
+import Frames
 import SleepProxyClient
 import SleepProxyDaemon
 import TestLab
@@ -51,6 +53,19 @@ struct SleepClientLabTests {
         return try #require(UInt8(text.trimmingCharacters(in: .whitespacesAndNewlines)))
     }
 
+    static func milliseconds(_ duration: Duration) -> Int {
+        Int(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+    }
+
+    /// The wall-clock time at the start of a daemon log line (`2026-11-28T05:40:00.123Z info ...`), in seconds
+    /// since 1970.
+    static func logTime(_ line: Substring) -> Double? {
+        guard let stamp = line.split(separator: " ").first else { return nil }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.date(from: String(stamp))?.timeIntervalSince1970
+    }
+
     static func writeConfig(_ lab: Lab, _ text: String = "") throws {
         try text.write(toFile: lab.workDirectory + "/client.toml", atomically: true, encoding: .utf8)
     }
@@ -79,8 +94,11 @@ struct SleepClientLabTests {
             #expect(eth0.records.contains { $0.type == "SRV" && $0.data == "0 0 445 sleeper.local." && $0.unique })
             #expect(eth0.lastRegistration == nil)
 
+            let clock = ContinuousClock()
+            let registerStarted = clock.now
             let register = try await Self.client(lab, "register")
             print("sleepproxy-client register:\n\(register.stderr)")
+            print("client_register_ms: \(Self.milliseconds(registerStarted.duration(to: clock.now)))")
             #expect(register.status == 0, "\(register)")
             #expect(
                 register.stderr.contains(
@@ -113,20 +131,47 @@ struct SleepClientLabTests {
                 }
                 #expect(entries.contains { $0.event == .resolved && $0.hostName == "sleeper.local" }, "\(entries)")
             }
+            // dig asks the proxy for them too, as a unicast mDNS query (what a resolver on port 5353 sends).
+            let ssh = try await lab.dig(
+                from: .waker, server: lab.host(.proxy).ipv4, name: "sleeper SSH._ssh._tcp.local", type: "SRV")
+            #expect(ssh.answers.contains { $0.type == "SRV" && $0.data == "0 0 22 sleeper.local." }, "\(ssh)")
+            let smb = try await lab.dig(
+                from: .waker, server: lab.host(.proxy).ipv4, name: "_smb._tcp.local", type: "PTR")
+            #expect(
+                smb.answers.contains { $0.type == "PTR" && $0.data == "sleeper\\032files._smb._tcp.local." }, "\(smb)")
             try await SleepingHostLabTests().expectHeldThenWokenBySSH(
                 lab, daemon: daemon, nic: nic, name: "sleeper.local")
 
             // It wakes: its addresses come back and the unit's stop runs `return`, whose announcement carries the
-            // next sequence number. The proxy lets go on that alone: well before any probe of its addresses could
-            // (the time allowed covers the client's start and its wait for carrier on a loaded machine).
+            // next sequence number. The proxy lets go on that alone, within a second of the announcement reaching
+            // its interface: the frame's capture time against the time on the daemon's log line, both the wall
+            // clock, so that neither the client's start nor this test's polling on a loaded machine counts.
+            let wire = try lab.withNamespace(.proxy) { try CaptureStream(interface: "eth0") }
+            defer { wire.close() }
+            try wire.setFilter("udp dst port 5353 and ether src \(sleeper.macString)")
             try lab.wake(.sleeper)
-            let clock = ContinuousClock()
             let started = clock.now
             let returning = try lab.spawn(.sleeper, try Self.arguments(lab, "return"))
-            let released = try await eventually("the release", within: .seconds(5)) {
-                daemon.stderr.contains("released") ? clock.now : nil
+            let releaseLine = try await eventually("the release", within: .seconds(5)) {
+                daemon.stderr.split(separator: "\n").first { $0.contains(" released ") }
             }
-            print("release: \(started.duration(to: released)) after return started")
+            print("release: \(started.duration(to: clock.now)) after return started, seen from outside")
+            let announcement = try await firstElement(
+                of: wire.frames, within: .seconds(2), "the return's announcement"
+            ) { frame in
+                guard let udp = try? EthernetFrame(parsing: frame.bytes).udp,
+                    let message = try? DNSMessage(decoding: udp.payload)
+                else { return false }
+                return message.flags.isResponse && message.optRecords.first?.optData?.owner?.sequence == sequence &+ 1
+            }
+            let releasedAt = try #require(Self.logTime(releaseLine), "\(releaseLine)")
+            let announcedAt =
+                Double(announcement.timestamp.components.seconds)
+                + Double(announcement.timestamp.components.attoseconds) / 1e18
+            let afterAnnouncement = releasedAt - announcedAt
+            print("client_release_after_announcement_ms: \(Int((afterAnnouncement * 1000).rounded()))")
+            // The log time has millisecond resolution, the capture time microseconds.
+            #expect(afterAnnouncement > -0.002 && afterAnnouncement < 1, "\(releaseLine)")
             #expect(returning.wait(timeout: .seconds(10)) == 0, "\(returning.stderr)")
             print("sleepproxy-client return:\n\(returning.stderr)")
             #expect(
