@@ -144,7 +144,7 @@ let package = Package(
         .executableTarget(
             name: "sleepproxy-client",
             dependencies: [
-                "SleepProxyClient", "SleepProxyControl",
+                "SleepProxyClient", "SleepProxyClientCore", "SleepProxyControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -232,8 +232,8 @@ let package = Package(
             name: "SleepProxyDaemonTests",
             dependencies: [
                 "SleepProxyDaemon", "SleepProxyCore", "LeaseStore", "DNSWire", "Frames", "NetworkAddresses", "TestLab",
-                "SleepProxyControl", "sleepproxyctl", "sleepproxy-client", "SleepProxyClient", "NetworkIO",
-                "TOMLConfig", "CaptureStream", "FixtureSupport",
+                "SleepProxyControl", "sleepproxyctl", "sleepproxy-client", "SleepProxyClient", "SleepProxyClientCore",
+                "NetworkIO", "TOMLConfig", "CaptureStream", "FixtureSupport",
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,4 +1,5 @@
 import NetworkIO
+public import SleepProxyClientCore
 import TOMLConfig
 
 #if canImport(Glibc)
@@ -7,33 +8,6 @@ import TOMLConfig
 
 /// What the sleep client does, from `/etc/sleepproxy/client.toml` and the command line. Every key is optional.
 public struct ClientConfig: Sendable, Hashable {
-    /// How the client treats Wake-on-LAN before it registers.
-    public struct WakeOnLANHandling: Sendable, Hashable, CustomStringConvertible {
-        private enum Backing: String, Sendable, Hashable {
-            case check
-            case enable
-            case skip
-        }
-
-        private let backing: Backing
-
-        private init(backing: Backing) { self.backing = backing }
-
-        /// Refuse to register on an interface that does not wake on a magic packet.
-        public static let check = WakeOnLANHandling(backing: .check)
-        /// Turn magic-packet wake on where it is off (as `ethtool -s IF wol g`), then register.
-        public static let enable = WakeOnLANHandling(backing: .enable)
-        /// Do not look (virtual machines whose host wakes them, tests); the log says so.
-        public static let skip = WakeOnLANHandling(backing: .skip)
-
-        public init?(_ text: String) {
-            guard let backing = Backing(rawValue: text) else { return nil }
-            self.backing = backing
-        }
-
-        public var description: String { backing.rawValue }
-    }
-
     public static let defaultPath = "/etc/sleepproxy/client.toml"
 
     /// Interfaces to register on; empty: every wired Ethernet interface that is up and has an address.

@@ -179,11 +179,17 @@ extension SleepClient {
         switch WakeOnLANState.read(name) {
         case .failure(let error): return ("unavailable", error.description)
         case .success(let state):
-            if state.wakesOnMagicPacket { return ("on", "\(state)") }
-            if config.wakeOnLAN == .enable, state.canWakeOnMagicPacket {
-                return ("enable", "\(state); register turns magic-packet wake on")
+            switch WakeOnLANDecision.decide(
+                config.wakeOnLAN, interface: name, state: state, configPath: ClientConfig.defaultPath)
+            {
+            case .wakes: return ("on", "\(state)")
+            case .enable(let modes):
+                return (
+                    "enable",
+                    "\(state); register turns magic-packet wake on (ethtool -s \(name) wol \(WakeOnLANState.text(modes)))"
+                )
+            case .refuse(let reason): return ("off", reason)
             }
-            return ("off", "\(state); turn it on with `ethtool -s \(name) wol g`")
         }
     }
 

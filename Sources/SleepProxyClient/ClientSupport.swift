@@ -95,26 +95,7 @@ public struct ClientInterface: Sendable, Hashable {
 }
 
 /// Wake-on-LAN of an interface, through the ethtool ioctl.
-public struct WakeOnLANState: Sendable, Hashable, CustomStringConvertible {
-    /// `WAKE_MAGIC`, ethtool's `g`.
-    static let magic: UInt32 = 1 << 5
-    /// ethtool's letters for the WAKE_* bits, in bit order.
-    static let letters = Array("pumbagsf")
-
-    public var supported: UInt32
-    public var enabled: UInt32
-
-    public var wakesOnMagicPacket: Bool { enabled & Self.magic != 0 }
-    public var canWakeOnMagicPacket: Bool { supported & Self.magic != 0 }
-
-    /// ethtool's letters: `pumbg`, `d` for none.
-    static func text(_ bits: UInt32) -> String {
-        let text = String(letters.enumerated().filter { bits & (1 << UInt32($0.offset)) != 0 }.map(\.element))
-        return text.isEmpty ? "d" : text
-    }
-
-    public var description: String { "supports \(Self.text(supported)), on: \(Self.text(enabled))" }
-
+extension WakeOnLANState {
     /// The state of `interface`, or why it cannot be read.
     static func read(_ interface: String) -> Result<WakeOnLANState, ClientError> {
         var supported: UInt32 = 0
@@ -136,13 +117,13 @@ public struct WakeOnLANState: Sendable, Hashable, CustomStringConvertible {
         return .success(WakeOnLANState(supported: supported, enabled: enabled))
     }
 
-    /// Turns magic-packet wake on for `interface`, keeping the other modes.
-    static func enableMagic(_ interface: String, current: WakeOnLANState) -> ClientError? {
-        let result = sp_wake_on_lan_set(interface, current.enabled | magic)
+    /// Sets `interface`'s Wake-on-LAN modes to `modes`, as `ethtool -s IF wol MODES` does.
+    static func set(_ interface: String, modes: UInt32) -> ClientError? {
+        let result = sp_wake_on_lan_set(interface, modes)
         guard result == 0 else {
             return ClientError(
                 .interface,
-                "cannot turn Wake-on-LAN on for \(interface) (as ethtool -s \(interface) wol g): \(String(cString: strerror(-result)))"
+                "cannot turn Wake-on-LAN on for \(interface) (as ethtool -s \(interface) wol \(text(modes))): \(String(cString: strerror(-result)))"
             )
         }
         return nil

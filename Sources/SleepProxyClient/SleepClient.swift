@@ -238,21 +238,22 @@ public struct SleepClient: Sendable {
         case .success(let state): current = state
         case .failure(let error): return "not registering \(interface.name): \(error)"
         }
-        if current.wakesOnMagicPacket { return nil }
-        guard current.canWakeOnMagicPacket else {
-            return
-                "not registering \(interface.name): it cannot wake on a magic packet (Wake-on-LAN \(current)); a proxy could never wake this host through it"
+        switch WakeOnLANDecision.decide(
+            config.wakeOnLAN, interface: interface.name, state: current, configPath: ClientConfig.defaultPath)
+        {
+        case .wakes:
+            return nil
+        case .refuse(let reason):
+            return "not registering \(interface.name): \(reason)"
+        case .enable(let modes):
+            if let error = WakeOnLANState.set(interface.name, modes: modes) {
+                return "not registering \(interface.name): \(error)"
+            }
+            ClientLog.notice(
+                "turned Wake-on-LAN on for \(interface.name) (as ethtool -s \(interface.name) wol \(WakeOnLANState.text(modes)))"
+            )
+            return nil
         }
-        guard config.wakeOnLAN == .enable else {
-            return
-                "not registering \(interface.name): Wake-on-LAN is off (\(current)); turn it on with `ethtool -s \(interface.name) wol g` (and in the firmware settings), or set wake_on_lan = \"enable\" in \(ClientConfig.defaultPath)"
-        }
-        if let error = WakeOnLANState.enableMagic(interface.name, current: current) {
-            return "not registering \(interface.name): \(error)"
-        }
-        ClientLog.notice(
-            "turned Wake-on-LAN on for \(interface.name) (magic packet, as ethtool -s \(interface.name) wol g)")
-        return nil
     }
 
     // MARK: return

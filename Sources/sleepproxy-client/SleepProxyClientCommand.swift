@@ -1,5 +1,6 @@
 import ArgumentParser
 import SleepProxyClient
+import SleepProxyClientCore
 import SleepProxyControl
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import Foundation
 import SleepProxyClient
+import SleepProxyClientCore
 import TestLab
 import Testing
 

@@ -1,0 +1,66 @@
+import SleepProxyClientCore
+import Testing
+
+/// Whether the client registers on an interface, from the Wake-on-LAN modes the ethtool ioctl reports (no virtual
+/// interface of the lab has Wake-on-LAN, so the lab only sees the "none at all" case).
+@Suite struct WakeOnLANTests {
+    // ethtool's bits: p 0, u 1, m 2, b 3, a 4, g 5, s 6, f 7.
+    static let pumbg: UInt32 = 0b10_1111
+    static let g: UInt32 = 1 << 5
+    static let s: UInt32 = 1 << 6
+    static let u: UInt32 = 1 << 1
+
+    static func decide(_ handling: WakeOnLANHandling, _ state: WakeOnLANState) -> WakeOnLANDecision {
+        WakeOnLANDecision.decide(handling, interface: "enp3s0", state: state, configPath: "/etc/sleepproxy/client.toml")
+    }
+
+    @Test func anInterfaceThatWakesOnAMagicPacketRegisters() {
+        for handling in [WakeOnLANHandling.check, .enable, .skip] {
+            #expect(Self.decide(handling, WakeOnLANState(supported: Self.pumbg, enabled: Self.g)) == .wakes)
+            #expect(Self.decide(handling, WakeOnLANState(supported: Self.pumbg, enabled: Self.g | Self.u)) == .wakes)
+        }
+    }
+
+    @Test func offIsRefusedWithTheCommandThatTurnsItOn() {
+        let state = WakeOnLANState(supported: Self.pumbg, enabled: 0)
+        #expect(state.description == "supports pumbg, on: d")
+        guard case .refuse(let reason) = Self.decide(.check, state) else {
+            Issue.record("registered with Wake-on-LAN off")
+            return
+        }
+        #expect(
+            reason
+                == "Wake-on-LAN is off (supports pumbg, on: d); turn it on with `ethtool -s enp3s0 wol g` (and in the firmware settings), or set wake_on_lan = \"enable\" in /etc/sleepproxy/client.toml"
+        )
+    }
+
+    @Test func enableTurnsMagicPacketWakeOnKeepingTheOtherModes() {
+        #expect(Self.decide(.enable, WakeOnLANState(supported: Self.pumbg, enabled: 0)) == .enable(modes: Self.g))
+        // A unicast mode and a SecureOn password the administrator set stay on.
+        let secure = WakeOnLANState(supported: Self.pumbg | Self.s, enabled: Self.u | Self.s)
+        #expect(Self.decide(.enable, secure) == .enable(modes: Self.u | Self.g | Self.s))
+        #expect(WakeOnLANState.text(Self.u | Self.g | Self.s) == "ugs")
+    }
+
+    @Test func anInterfaceWithoutMagicPacketWakeIsRefusedEvenWhenAskedToEnable() {
+        // This card wakes on link and unicast only: a proxy's magic packet would never wake it.
+        let state = WakeOnLANState(supported: 0b11, enabled: 0b10)
+        for handling in [WakeOnLANHandling.check, .enable] {
+            guard case .refuse(let reason) = Self.decide(handling, state) else {
+                Issue.record("\(handling): registered without magic-packet wake")
+                continue
+            }
+            #expect(reason.hasPrefix("it cannot wake on a magic packet (Wake-on-LAN supports pu, on: u)"), "\(reason)")
+        }
+    }
+
+    @Test func skipRegistersWhateverTheState() {
+        #expect(Self.decide(.skip, WakeOnLANState(supported: 0, enabled: 0)) == .wakes)
+    }
+
+    @Test func handlingIsReadFromItsWord() {
+        #expect(WakeOnLANHandling("check") == .check && WakeOnLANHandling("enable") == .enable)
+        #expect(WakeOnLANHandling("skip") == .skip && WakeOnLANHandling("on") == nil)
+        #expect(WakeOnLANHandling.enable.description == "enable")
+    }
+}
