@@ -37,7 +37,7 @@ int sp_wake_on_lan_get(const char *interface_name, uint32_t *supported, uint32_t
 }
 
 int sp_wake_on_lan_set(const char *interface_name, uint32_t enabled) {
-    // Read first, so that a SecureOn password already set (mode `s`) is written back unchanged.
+    // Read first, so that the fields not set here (the SecureOn password) are written back unchanged.
     struct ethtool_wolinfo wol;
     memset(&wol, 0, sizeof wol);
     wol.cmd = ETHTOOL_GWOL;

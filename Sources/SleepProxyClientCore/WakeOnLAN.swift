@@ -30,6 +30,8 @@ public struct WakeOnLANHandling: Sendable, Hashable, CustomStringConvertible {
 public struct WakeOnLANState: Sendable, Hashable, CustomStringConvertible {
     /// `WAKE_MAGIC`, ethtool's `g`.
     public static let magic: UInt32 = 1 << 5
+    /// `WAKE_MAGICSECURE`, ethtool's `s`: a magic packet wakes only if a SecureOn password follows it.
+    public static let secureOn: UInt32 = 1 << 6
     /// ethtool's letters for the WAKE_* bits, in bit order (`s` is WAKE_MAGICSECURE, the SecureOn password).
     static let letters = Array("pumbagsf")
 
@@ -41,7 +43,10 @@ public struct WakeOnLANState: Sendable, Hashable, CustomStringConvertible {
         self.enabled = enabled
     }
 
-    public var wakesOnMagicPacket: Bool { enabled & Self.magic != 0 }
+    /// Whether a proxy's magic packet wakes it: `g` on, and no SecureOn password asked for (a proxy's packet
+    /// carries none; the OWNER option has no room for one).
+    public var wakesOnMagicPacket: Bool { enabled & Self.magic != 0 && !asksForPassword }
+    public var asksForPassword: Bool { enabled & Self.secureOn != 0 }
     public var canWakeOnMagicPacket: Bool { supported & Self.magic != 0 }
 
     /// ethtool's letters (`pumbg`), or `d` for none.
@@ -69,6 +74,12 @@ public enum WakeOnLANDecision: Sendable, Hashable {
         _ handling: WakeOnLANHandling, interface: String, state: WakeOnLANState, configPath: String
     ) -> WakeOnLANDecision {
         if state.wakesOnMagicPacket || handling == .skip { return .wakes }
+        // Not turned off under `enable` either: the administrator set a password to keep strangers from waking it.
+        guard !state.asksForPassword else {
+            return .refuse(
+                "Wake-on-LAN asks for a SecureOn password (\(state)), which no proxy's magic packet carries; turn it off with `ethtool -s \(interface) wol g`"
+            )
+        }
         guard state.canWakeOnMagicPacket else {
             return .refuse(
                 "it cannot wake on a magic packet (Wake-on-LAN \(state)); a proxy could never wake this host through it"
@@ -79,7 +90,7 @@ public enum WakeOnLANDecision: Sendable, Hashable {
                 "Wake-on-LAN is off (\(state)); turn it on with `ethtool -s \(interface) wol g` (and in the firmware settings), or set wake_on_lan = \"enable\" in \(configPath)"
             )
         }
-        // The modes on now stay on: a SecureOn password (`s`) set by the administrator is kept.
+        // The modes on now stay on (unicast or ARP wake, say).
         return .enable(modes: state.enabled | WakeOnLANState.magic)
     }
 }

@@ -36,10 +36,27 @@ import Testing
 
     @Test func enableTurnsMagicPacketWakeOnKeepingTheOtherModes() {
         #expect(Self.decide(.enable, WakeOnLANState(supported: Self.pumbg, enabled: 0)) == .enable(modes: Self.g))
-        // A unicast mode and a SecureOn password the administrator set stay on.
-        let secure = WakeOnLANState(supported: Self.pumbg | Self.s, enabled: Self.u | Self.s)
-        #expect(Self.decide(.enable, secure) == .enable(modes: Self.u | Self.g | Self.s))
-        #expect(WakeOnLANState.text(Self.u | Self.g | Self.s) == "ugs")
+        // A unicast mode the administrator set stays on.
+        let unicast = WakeOnLANState(supported: Self.pumbg, enabled: Self.u)
+        #expect(Self.decide(.enable, unicast) == .enable(modes: Self.u | Self.g))
+        #expect(WakeOnLANState.text(Self.u | Self.g) == "ug")
+    }
+
+    @Test func aSecureOnPasswordIsRefusedAndKept() {
+        // With `s` on, the card wakes only on a magic packet followed by its password: a proxy's has none.
+        for enabled in [Self.g | Self.s, Self.s] {
+            let state = WakeOnLANState(supported: Self.pumbg | Self.s, enabled: enabled)
+            #expect(!state.wakesOnMagicPacket)
+            for handling in [WakeOnLANHandling.check, .enable] {
+                guard case .refuse(let reason) = Self.decide(handling, state) else {
+                    Issue.record("\(handling), \(state): registered behind a password no proxy sends")
+                    continue
+                }
+                #expect(
+                    reason.hasPrefix("Wake-on-LAN asks for a SecureOn password") && reason.hasSuffix("wol g`"),
+                    "\(reason)")
+            }
+        }
     }
 
     @Test func anInterfaceWithoutMagicPacketWakeIsRefusedEvenWhenAskedToEnable() {
