@@ -31,7 +31,7 @@ final class LinkQuerier {
             throw ClientError(.network, "cannot open the mDNS sockets on \(interface.name): \(error)")
         }
         guard !sockets.isEmpty else {
-            throw ClientError(.network, "\(interface.name) has no IPv4 or IPv6 address to send mDNS from")
+            throw ClientError(.interface, "\(interface.name) has no IPv4 or IPv6 address to send mDNS from")
         }
         self.sockets = sockets
     }

@@ -33,7 +33,8 @@ public struct SleepClient: Sendable {
     // MARK: register
 
     /// Registers this host with the best proxy on each interface. 0 when at least one interface is registered;
-    /// otherwise the status of the first interface's failure.
+    /// else 3 when a registration went out unconfirmed on one (kept, so that the unit stays active and its stop
+    /// runs `return`); otherwise the status of the first interface's failure.
     public func register() -> Int32 {
         let interfaces: [ClientInterface]
         let sequence: SequenceNumber
@@ -50,7 +51,9 @@ public struct SleepClient: Sendable {
         for interface in interfaces {
             statuses.append(register(on: interface, sequence: sequence, until: deadline))
         }
-        return statuses.contains(Status.registered) ? Status.registered : statuses.first ?? Status.noProxy
+        if statuses.contains(Status.registered) { return Status.registered }
+        if statuses.contains(Status.unanswered) { return Status.unanswered }
+        return statuses.first ?? Status.noProxy
     }
 
     private func register(
@@ -114,8 +117,8 @@ public struct SleepClient: Sendable {
             interface: interface, until: deadline)
         // A registration that was not confirmed may still be held in part (some datagrams answered, or replies
         // lost): it is kept with lease 0, so that `return` announces the host's return all the same.
-        func keepUnconfirmed() {
-            let last = targets[targets.count - 1]
+        func keepUnconfirmed(last index: Int) {
+            let last = targets[index]
             try? state.save(
                 SavedRegistration(
                     interface: interface.name, proxyAddress: last.target.address, proxyPort: last.target.port,
@@ -138,17 +141,17 @@ public struct SleepClient: Sendable {
                 "registered \(interface.name) with \"\(entry.proxy.label)\" at \(entry.target.address) port \(entry.target.port) for \(lease) s: \(records.count) records in \(datagrams.count) message\(datagrams.count == 1 ? "" : "s"), sequence \(sequence), wake MAC \(interface.mac)"
             )
             return Status.registered
-        case .unanswered(let refused):
-            let tried = targets.enumerated().map { index, entry in
+        case .unanswered(let refused, let last):
+            let tried = targets.prefix(last + 1).enumerated().map { index, entry in
                 "\"\(entry.proxy.label)\"" + (refused[index].map { " (refused: RCODE \($0))" } ?? " (silent)")
             }
-            keepUnconfirmed()
+            keepUnconfirmed(last: last)
             ClientLog.error(
                 "no sleep proxy answered on \(interface.name): tried \(tried.joined(separator: ", ")), \(RegistrationSession.sendingsPerProxy) sendings each"
             )
             return Status.unanswered
-        case .timedOut:
-            keepUnconfirmed()
+        case .timedOut(let last):
+            keepUnconfirmed(last: last)
             ClientLog.error(
                 "registration on \(interface.name) ran out of time (timeout = \(config.timeout) s) before a proxy answered every message"
             )
@@ -211,13 +214,14 @@ public struct SleepClient: Sendable {
             if waitForInput(sockets.values.map(\.fileDescriptor), until: wake) {
                 for socket in sockets.values {
                     while let datagram = try? socket.receive() {
-                        guard
-                            let proxy = targets.firstIndex(where: {
-                                $0.address == datagram.source.address && $0.port == datagram.source.port
-                            })
-                        else { continue }
-                        actions += session.received(
-                            datagram.bytes, from: proxy, now: start.duration(to: .now))
+                        // From every proxy at that address and port: the session takes it from the one it is
+                        // trying (two instance names can lead to one proxy).
+                        for proxy in targets.indices
+                        where targets[proxy].address == datagram.source.address
+                            && targets[proxy].port == datagram.source.port
+                        {
+                            actions += session.received(datagram.bytes, from: proxy, now: start.duration(to: .now))
+                        }
                     }
                 }
             }
@@ -272,6 +276,8 @@ public struct SleepClient: Sendable {
         let names = config.interfaces.isEmpty ? state.registeredInterfaces() : config.interfaces
         var status = Status.registered
         var announced = 0
+        // One wait for every interface together, well inside the unit's TimeoutStopSec= (15 s).
+        let linkDeadline = ContinuousClock.now + .seconds(10)
         for name in names {
             let saved: SavedRegistration?
             do {
@@ -283,7 +289,7 @@ public struct SleepClient: Sendable {
                 continue
             }
             guard let saved else { continue }
-            guard let interface = waitForLink(name, until: .now + .seconds(10)) else {
+            guard let interface = waitForLink(name, until: linkDeadline) else {
                 ClientLog.error(
                     "cannot announce the return on \(name): no carrier or no address 10 s after the wake; the registration is kept for the next return"
                 )

@@ -18,10 +18,10 @@ public struct RegistrationSession: Sendable {
         /// There was no proxy to try.
         case noProxy
         /// Every proxy was tried and none answered every datagram; `refused` lists those that answered with an
-        /// error code, with the code.
-        case unanswered(refused: [Int: UInt8])
-        /// The deadline came first.
-        case timedOut
+        /// error code, with the code; `last` is the last one the datagrams went to.
+        case unanswered(refused: [Int: UInt8], last: Int)
+        /// The deadline came first, while the datagrams went to proxy `last`.
+        case timedOut(last: Int)
     }
 
     public enum Action: Hashable, Sendable {
@@ -33,6 +33,8 @@ public struct RegistrationSession: Sendable {
     /// The gap between sendings to one proxy, and how many sendings it gets.
     public static let retryInterval: Duration = .seconds(1)
     public static let sendingsPerProxy = 3
+    /// How many proxies are tried, best first (mDNS.c keeps three, `NextSPSAttempt / 3`).
+    public static let proxiesTried = 3
     /// What a Mac assumes when the reply has no lease.
     public static let assumedLease: UInt32 = 3_600
 
@@ -51,7 +53,7 @@ public struct RegistrationSession: Sendable {
     /// them, ending at `deadline` after it starts.
     public init(ids: [UInt16], proxyCount: Int, deadline: Duration = .seconds(8)) {
         self.ids = ids
-        self.proxyCount = min(proxyCount, 3)
+        self.proxyCount = min(proxyCount, Self.proxiesTried)
         self.deadline = deadline
     }
 
@@ -67,7 +69,7 @@ public struct RegistrationSession: Sendable {
     /// Does what is due at `now` (time since the start): the deadline, a sending, the move to the next proxy.
     public mutating func tick(now: Duration) -> [Action] {
         guard outcome == nil else { return [] }
-        if now >= deadline { return finish(.timedOut) }
+        if now >= deadline { return finish(.timedOut(last: proxy)) }
         guard now >= nextSending else { return [] }
         if sendings == Self.sendingsPerProxy {
             return moveOn(now: now)
@@ -97,8 +99,8 @@ public struct RegistrationSession: Sendable {
     }
 
     private mutating func moveOn(now: Duration) -> [Action] {
+        guard proxy + 1 < proxyCount else { return finish(.unanswered(refused: refused, last: proxy)) }
         proxy += 1
-        guard proxy < proxyCount else { return finish(.unanswered(refused: refused)) }
         sendings = 0
         answered = []
         granted = nil

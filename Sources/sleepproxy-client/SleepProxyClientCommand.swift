@@ -80,7 +80,7 @@ extension SleepProxyClientCommand {
             abstract: "Register this host with the best sleep proxy on each interface (before a suspend).",
             discussion: """
                 Exit status: 0 registered (on at least one interface); 2 no sleep proxy seen; 3 every proxy \
-                tried was silent or refused, or the time ran out; 4 Wake-on-LAN is off or missing; 5 nothing to \
+                tried was silent or refused, or the time ran out (on every interface that did not fail sooner); 4 Wake-on-LAN is off or missing; 5 nothing to \
                 register (no service of this host answered on mDNS); 64 usage or config error; 69 no usable \
                 interface; 71 a socket could not be opened; 73 the state directory could not be used.
                 """)
@@ -99,7 +99,7 @@ extension SleepProxyClientCommand {
             discussion: """
                 Advances the sequence number and announces the records registered before the sleep on mDNS with \
                 the OWNER option, twice, a second apart. Exit status: 0 done (or nothing was registered); \
-                69 an interface has no address 5 s after the wake; 71 or 73 as for register.
+                69 an interface has no carrier or no address 10 s after the wake; 71 or 73 as for register.
                 """)
 
         @OptionGroup var options: ClientOptions

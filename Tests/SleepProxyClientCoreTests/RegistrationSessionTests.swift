@@ -85,7 +85,7 @@ import Testing
                 .send(datagram: 0, proxy: 1)
             ])
         let end = Self.run(&session, until: .seconds(10)).map(\.1)
-        #expect(end.last == .finished(.unanswered(refused: [0: DNSResponseCode.refused.rawValue])))
+        #expect(end.last == .finished(.unanswered(refused: [0: DNSResponseCode.refused.rawValue], last: 1)))
     }
 
     /// Only a response to the UPDATE, with one of the IDs, from the proxy the datagrams went to, answers.
@@ -104,8 +104,19 @@ import Testing
         _ = session.start()
         let done = Self.run(&session, until: .seconds(20))
         #expect(done.last.map { $0.0 } == .seconds(4))
-        #expect(done.last.map { $0.1 } == .finished(.timedOut))
+        #expect(done.last.map { $0.1 } == .finished(.timedOut(last: 1)))
         #expect(done.filter { if case .send(_, 1) = $0.1 { true } else { false } }.count == 1)
+    }
+
+    /// Five proxies seen: three are tried, as a Mac tries them, and the outcome names the last.
+    @Test func onlyThreeProxiesAreTried() {
+        var session = RegistrationSession(ids: [1], proxyCount: 5, deadline: .seconds(30))
+        var done = session.start().map { (Duration.zero, $0) }
+        done += Self.run(&session, until: .seconds(30))
+        let proxies = Set(done.compactMap { if case .send(_, let proxy) = $0.1 { proxy } else { nil } })
+        #expect(proxies == [0, 1, 2])
+        #expect(done.last.map { $0.0 } == .seconds(9))
+        #expect(done.last.map { $0.1 } == .finished(.unanswered(refused: [:], last: 2)))
     }
 
     @Test func withoutAProxyThereIsNothingToDo() {
