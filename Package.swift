@@ -49,7 +49,7 @@ let package = Package(
         // The sleep client's pure side: which proxy to choose, and the registration messages it sends.
         .target(
             name: "SleepProxyClientCore",
-            dependencies: ["DNSWire", "NetworkAddresses"],
+            dependencies: ["DNSWire", "Frames", "NetworkAddresses"],
             swiftSettings: swiftSettings
         ),
 
@@ -207,7 +207,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SleepProxyClientCoreTests",
-            dependencies: ["SleepProxyClientCore", "DNSWire", "NetworkAddresses", "FixtureSupport"],
+            dependencies: ["SleepProxyClientCore", "DNSWire", "Frames", "NetworkAddresses", "FixtureSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

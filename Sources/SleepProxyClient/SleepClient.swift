@@ -1,3 +1,4 @@
+import CNetSupport
 import DNSWire
 import NetworkAddresses
 import NetworkIO
@@ -302,10 +303,13 @@ public struct SleepClient: Sendable {
                 let messages = try WakeAnnouncement.messages(records: records, owner: owner)
                 let querier = try LinkQuerier(interface)
                 // Announced twice, a second apart (RFC 6762 section 8.3), so that one lost packet does not leave
-                // the proxy holding the host; then nothing more.
+                // the proxy holding the host; then nothing more. With each, the addresses for the neighbour caches.
+                let frames = WakeAnnouncement.neighbourFrames(mac: interface.mac, addresses: interface.addresses)
                 var sent = querier.send(messages)
+                let framesSent = sendFrames(frames, on: interface)
                 querier.receive(until: .now + .seconds(1)) { _, _ in }
                 sent += querier.send(messages)
+                _ = sendFrames(frames, on: interface)
                 guard sent > 0 else {
                     ClientLog.error(
                         "cannot announce the return on \(name): nothing could be sent; the registration is kept for the next return"
@@ -316,7 +320,7 @@ public struct SleepClient: Sendable {
                 state.removeRegistration(on: name)
                 announced += 1
                 ClientLog.notice(
-                    "returned on \(name): announced \(records.count) records with sequence \(sequence); \"\(saved.proxyLabel)\" at \(saved.proxyAddress) lets go of this host"
+                    "returned on \(name): announced \(records.count) records with sequence \(sequence)\(framesSent ? " and \(frames.count) addresses" : ""); \"\(saved.proxyLabel)\" at \(saved.proxyAddress) lets go of this host"
                 )
             } catch let error as ClientError {
                 ClientLog.error(error.description)
@@ -330,6 +334,21 @@ public struct SleepClient: Sendable {
             ClientLog.notice("nothing to return: no registration is kept; the sequence number is now \(sequence)")
         }
         return status
+    }
+
+    /// Sends `frames` out of `interface`; false, with a warning, when they could not go (no CAP_NET_RAW: run by
+    /// hand by a user, say). The return goes on without them: the proxy lets go on the mDNS announcement alone.
+    private func sendFrames(_ frames: [[UInt8]], on interface: ClientInterface) -> Bool {
+        guard !frames.isEmpty else { return false }
+        let lengths = frames.map(\.count)
+        let result = withPointers(to: frames) { pointers in
+            sp_send_frames(interface.index, pointers, lengths, frames.count)
+        }
+        guard result < 0 else { return result > 0 }
+        ClientLog.warning(
+            "cannot announce the addresses of \(interface.name) (ARP and Neighbour Discovery need CAP_NET_RAW): \(String(cString: strerror(-result))); peers reach this host again once their neighbour entries for it age out"
+        )
+        return false
     }
 
     /// The interface once its link is up again (carrier: a NIC takes a few seconds after a resume, and what is
@@ -351,4 +370,19 @@ extension SavedRegistration {
     var proxyLabel: String {
         (try? DNSName(proxyName)).map { DiscoveredProxy(instance: $0).label } ?? proxyName
     }
+}
+
+/// Calls `body` with a C array of pointers to each of `buffers`' bytes, valid for the call only.
+private func withPointers<Result>(
+    to buffers: [[UInt8]], _ body: ([UnsafePointer<UInt8>?]) -> Result
+) -> Result {
+    var pointers: [UnsafePointer<UInt8>?] = []
+    func nest(_ index: Int) -> Result {
+        guard index < buffers.count else { return body(pointers) }
+        return buffers[index].withUnsafeBufferPointer { buffer in
+            pointers.append(buffer.baseAddress)
+            return nest(index + 1)
+        }
+    }
+    return nest(0)
 }

@@ -98,7 +98,9 @@ extension SleepProxyClientCommand {
             abstract: "Tell the proxies this host is back (after a resume): they let go of it at once.",
             discussion: """
                 Advances the sequence number and announces the records registered before the sleep on mDNS with \
-                the OWNER option, twice, a second apart. Exit status: 0 done (or nothing was registered); \
+                the OWNER option, twice, a second apart, each time with a gratuitous ARP and an unsolicited Neighbour \
+                Advertisement for each of the interface's addresses (they need CAP_NET_RAW; without it a warning \
+                says they did not go). Exit status: 0 done (or nothing was registered); \
                 69 an interface has no carrier or no address 10 s after the wake; 71 or 73 as for register.
                 """)
 

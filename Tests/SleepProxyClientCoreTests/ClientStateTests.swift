@@ -1,6 +1,7 @@
 import DNSWire
 import FixtureSupport
 import Foundation
+import Frames
 import NetworkAddresses
 import SleepProxyClientCore
 import Testing
@@ -98,5 +99,44 @@ import Testing
         ]
         let announced = WakeAnnouncement.records(registered, addresses: [.v4(kept), .v6(IPv6Address("fe80::2")!)])
         #expect(announced == [registered[0], registered[1], registered[3]])
+    }
+}
+
+/// What `return` puts on the wire besides the mDNS announcement: the host's addresses pointed back at its MAC.
+@Suite struct NeighbourAnnouncementTests {
+    static let mac = MACAddress("02:77:00:00:00:02")!
+
+    @Test func eachIPv4AddressGetsAGratuitousARPAndEachIPv6AddressAnUnsolicitedAdvertisement() throws {
+        let addresses: [IPAddress] = [
+            .v4(IPv4Address("10.77.0.2")!), .v6(IPv6Address("fd77::2")!), .v6(IPv6Address("fe80::77:ff:fe00:2")!),
+        ]
+        let frames = try WakeAnnouncement.neighbourFrames(mac: Self.mac, addresses: addresses).map {
+            try EthernetFrame(parsing: $0, verifying: .all)
+        }
+        #expect(frames.count == 3)
+        #expect(frames.allSatisfy { $0.header.source == Self.mac && $0.checksumsAreValid })
+
+        // RFC 5227's announcement: a broadcast request with sender and target both the address, from this MAC.
+        let arp = try #require(frames[0].arp)
+        #expect(frames[0].header.destination == .broadcast && frames[0].length == 60)
+        #expect(arp.operation == .request && arp.senderHardwareAddress == Self.mac)
+        #expect(
+            arp.senderProtocolAddress == IPv4Address("10.77.0.2")!
+                && arp.targetProtocolAddress == arp.senderProtocolAddress)
+
+        // RFC 4861 7.2.6: from the address, to all nodes, Override and not Solicited, with this MAC as target LLA.
+        for (frame, address) in zip(frames.dropFirst(), ["fd77::2", "fe80::77:ff:fe00:2"]) {
+            let packet = try #require(frame.ipv6)
+            let advertisement = try #require(frame.icmpv6?.neighborAdvertisement)
+            #expect(frame.header.destination == MACAddress("33:33:00:00:00:01")!)
+            #expect(packet.header.hopLimit == 255 && packet.header.destination == .allNodes)
+            #expect(packet.header.source == IPv6Address(address)! && advertisement.target == IPv6Address(address)!)
+            #expect(advertisement.flags == [.override])
+            #expect(advertisement.options == [.targetLinkLayerAddress(Self.mac)])
+        }
+    }
+
+    @Test func noAddressNoFrame() {
+        #expect(WakeAnnouncement.neighbourFrames(mac: Self.mac, addresses: []).isEmpty)
     }
 }

@@ -104,6 +104,14 @@ public final class AvahiInstance: Sendable {
         bus.terminate(grace: .seconds(2))
     }
 
+    /// Stops the daemon where it is, as the kernel's freezer stops every process for a suspend: it sends nothing
+    /// (no goodbyes) and reads nothing until ``thaw()``, then goes on with what happened meanwhile (addresses
+    /// gone and back).
+    public func freeze() { daemon.signal(SIGSTOP) }
+
+    /// Lets a frozen daemon run again, as at a resume.
+    public func thaw() { daemon.signal(SIGCONT) }
+
     /// ``stop(graceful:)`` off the cooperative thread pool.
     public func stop(graceful: Bool) async {
         _ = try? await runOffCooperativePool { self.stop(graceful: graceful) }

@@ -226,4 +226,11 @@ int sp_wake_on_lan_get(const char *interface_name, uint32_t *supported, uint32_t
 /// Returns 0 or -errno.
 int sp_wake_on_lan_set(const char *interface_name, uint32_t enabled);
 
+// MARK: Whole frames
+
+/// Sends each of the `count` Ethernet frames (`frames[i]`, `lengths[i]` bytes, header included) out of interface
+/// `interface_index` through one AF_PACKET socket that receives nothing, which needs CAP_NET_RAW. Returns how many
+/// went out, or -errno when none could (the socket could not be opened, or the first send failed).
+int sp_send_frames(uint32_t interface_index, const uint8_t *const *frames, const size_t *lengths, size_t count);
+
 #endif
