@@ -145,7 +145,7 @@ struct SleepClientLabTests {
                 daemon.stderr.contains("took over \(sleeper.ula)") ? true : nil
             }
             _ = try await lab.run(.waker, ["ping", "-6", "-c", "1", "-W", "1", sleeper.ula])
-            try await SleepingHostLabTests().expectHeldThenWokenBySSH(
+            let connecting = try await SleepingHostLabTests().expectHeldThenWokenBySSH(
                 lab, daemon: daemon, nic: nic, name: "sleeper.local")
             let proxyMAC = "lladdr \(lab.host(.proxy).macString.lowercased())"
             let heldEntry = try await lab.run(.waker, ["ip", "neigh", "show", "dev", "eth0", "to", sleeper.ipv4])
@@ -159,6 +159,8 @@ struct SleepClientLabTests {
             defer { wire.close() }
             try wire.setFilter("udp dst port 5353 and ether src \(sleeper.macString)")
             try lab.wake(.sleeper)
+            let sshd = try lab.spawn(.sleeper, ["nc", "-l", "22"])
+            defer { sshd.signal(SIGTERM) }
             let started = clock.now
             let returning = try lab.spawn(.sleeper, try Self.arguments(lab, "return"))
             let releaseLine = try await eventually("the release", within: .seconds(5)) {
@@ -199,6 +201,8 @@ struct SleepClientLabTests {
             }
             let ping = try await lab.run(.waker, ["ping", "-c", "1", "-W", "1", sleeper.ipv4])
             #expect(ping.status == 0, "\(ping)")
+            // And the connection that woke it gets through: a retransmission of its SYN reaches the host.
+            #expect(connecting.wait(timeout: .seconds(15)) == 0, "the waker's connection to port 22 went nowhere")
             // The same avahi-daemon, thawed, sees its addresses gone and back, probes its names again and keeps
             // them: answering unicast queries on port 5353 for them shows the probes are over, under these names.
             avahi.thaw()

@@ -30,7 +30,11 @@ struct SleepingHostLabTests {
 
     /// While asleep: answered by the proxy, its address claimed, a SYN to another port wakes nothing, a SYN to
     /// its ssh port wakes it.
-    func expectHeldThenWokenBySSH(_ lab: Lab, daemon: LabProcess, nic: CaptureStream, name: String) async throws {
+    /// Returns the connecting `nc`, which goes on sending its SYN for up to 15 s.
+    @discardableResult
+    func expectHeldThenWokenBySSH(
+        _ lab: Lab, daemon: LabProcess, nic: CaptureStream, name: String
+    ) async throws -> LabProcess {
         let sleeper = lab.host(.sleeper)
         _ = try await eventually("the take-over of \(sleeper.ipv4)", within: .seconds(20)) {
             daemon.stderr.contains("took over \(sleeper.ipv4)") ? true : nil
@@ -44,13 +48,14 @@ struct SleepingHostLabTests {
         _ = try await lab.run(.waker, ["nc", "-z", "-w", "2", sleeper.ipv4, "8080"])
         #expect(!daemon.stderr.contains("waking"), "\(daemon.stderr)")
 
-        _ = try lab.spawn(.waker, ["nc", "-z", "-w", "10", sleeper.ipv4, "22"])
+        let connecting = try lab.spawn(.waker, ["nc", "-z", "-w", "15", sleeper.ipv4, "22"])
         let frame = try await firstElement(of: nic.frames, within: .seconds(10), "a magic packet") { _ in true }
         #expect(try EthernetFrame(parsing: frame.bytes).magicPacket?.target == MACAddress(sleeper.macString))
         // The wake's log line follows its magic packets.
         _ = try await eventually("the wake's log line", within: .seconds(5)) {
             daemon.stderr.contains("TCP SYN from \(lab.host(.waker).ipv4):") ? true : nil
         }
+        return connecting
     }
 
     /// A Linux host with avahi-daemon registers through a third-party client, and its avahi answers a resolve
