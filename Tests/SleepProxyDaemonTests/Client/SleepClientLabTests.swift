@@ -330,18 +330,31 @@ struct SleepClientLabTests {
             }
             let shown = try await OperationsLabTests().ctl(lab, ["show", "sleeper.local", "--json"])
             #expect(shown.stdout.components(separatedBy: "\"expiresAt\"").count - 1 == records, "\(shown)")
+            // Every record, asked for by name and type: each service's SRV and TXT, each type's PTRs, the
+            // enumeration of the types.
+            let proxy = lab.host(.proxy).ipv4
             for n in 0..<40 {
                 let type = n % 2 == 0 ? "_http._tcp" : "_app\(n)._tcp"
-                let answer = try await lab.dig(
-                    from: .waker, server: lab.host(.proxy).ipv4, name: "sleeper service \(n).\(type).local",
-                    type: "SRV")
+                let instance = "sleeper service \(n).\(type).local"
+                let srv = try await lab.dig(from: .waker, server: proxy, name: instance, type: "SRV")
                 #expect(
-                    answer.answers.contains { $0.type == "SRV" && $0.data.contains("\(8000 + n) sleeper.local") },
-                    "\(answer)")
+                    srv.answers.contains { $0.type == "SRV" && $0.data.contains("\(8000 + n) sleeper.local") },
+                    "\(srv)")
+                let txt = try await lab.dig(from: .waker, server: proxy, name: instance, type: "TXT")
+                #expect(txt.answers.contains { $0.type == "TXT" && $0.data == "\"path=/service/\(n)\"" }, "\(txt)")
+                if n % 2 == 1 {
+                    let ptr = try await lab.dig(from: .waker, server: proxy, name: "\(type).local", type: "PTR")
+                    #expect(ptr.answers.filter { $0.type == "PTR" }.count == 1, "\(ptr)")
+                }
             }
-            let http = try await lab.dig(
-                from: .waker, server: lab.host(.proxy).ipv4, name: "_http._tcp.local", type: "PTR")
+            let http = try await lab.dig(from: .waker, server: proxy, name: "_http._tcp.local", type: "PTR")
             #expect(http.answers.filter { $0.type == "PTR" }.count == 20, "\(http)")
+            let types = try await lab.dig(
+                from: .waker, server: proxy, name: "_services._dns-sd._udp.local", type: "PTR")
+            // The sleeper's 21 types, and the proxy's own _sleep-proxy._udp.
+            let expected = Set(
+                ["_http._tcp.local.", "_sleep-proxy._udp.local."] + (0..<20).map { "_app\(2 * $0 + 1)._tcp.local." })
+            #expect(Set(types.answers.filter { $0.type == "PTR" }.map(\.data)) == expected, "\(types)")
         }
     }
 
