@@ -120,11 +120,15 @@ public struct SleepClient: Sendable {
         // lost): it is kept with lease 0, so that `return` announces the host's return all the same.
         func keepUnconfirmed(last index: Int) {
             let last = targets[index]
-            try? state.save(
-                SavedRegistration(
-                    interface: interface.name, proxyAddress: last.target.address, proxyPort: last.target.port,
-                    proxyName: last.proxy.instance.description, lease: 0, registeredAt: Int64(time(nil)),
-                    sequence: sequence, messages: datagrams))
+            do {
+                try state.save(
+                    SavedRegistration(
+                        interface: interface.name, proxyAddress: last.target.address, proxyPort: last.target.port,
+                        proxyName: last.proxy.instance.description, lease: 0, registeredAt: Int64(time(nil)),
+                        sequence: sequence, messages: datagrams))
+            } catch {
+                ClientLog.warning("\(error): return will announce nothing for \(interface.name)")
+            }
         }
         switch outcome {
         case .registered(let index, let lease):
@@ -152,7 +156,7 @@ public struct SleepClient: Sendable {
             )
             return Status.unanswered
         case .timedOut(let last):
-            keepUnconfirmed(last: last)
+            if let last { keepUnconfirmed(last: last) }
             ClientLog.error(
                 "registration on \(interface.name) ran out of time (timeout = \(config.timeout) s) before a proxy answered every message"
             )
@@ -215,14 +219,12 @@ public struct SleepClient: Sendable {
             if waitForInput(sockets.values.map(\.fileDescriptor), until: wake) {
                 for socket in sockets.values {
                     while let datagram = try? socket.receive() {
-                        // From every proxy at that address and port: the session takes it from the one it is
-                        // trying (two instance names can lead to one proxy).
-                        for proxy in targets.indices
-                        where targets[proxy].address == datagram.source.address
-                            && targets[proxy].port == datagram.source.port
-                        {
-                            actions += session.received(datagram.bytes, from: proxy, now: start.duration(to: .now))
-                        }
+                        // Only from the proxy being tried (two instance names can lead to one proxy: the reply
+                        // is that one's).
+                        let current = targets[session.proxy]
+                        guard current.address == datagram.source.address, current.port == datagram.source.port
+                        else { continue }
+                        actions += session.received(datagram.bytes, from: session.proxy, now: start.duration(to: .now))
                     }
                 }
             }

@@ -20,8 +20,8 @@ public struct RegistrationSession: Sendable {
         /// Every proxy was tried and none answered every datagram; `refused` lists those that answered with an
         /// error code, with the code; `last` is the last one the datagrams went to.
         case unanswered(refused: [Int: UInt8], last: Int)
-        /// The deadline came first, while the datagrams went to proxy `last`.
-        case timedOut(last: Int)
+        /// The deadline came first, while the datagrams went to proxy `last` (nil: before any went out).
+        case timedOut(last: Int?)
     }
 
     public enum Action: Hashable, Sendable {
@@ -41,7 +41,8 @@ public struct RegistrationSession: Sendable {
     private let ids: [UInt16]
     private let proxyCount: Int
     private let deadline: Duration
-    private var proxy = 0
+    /// The proxy the datagrams go to now (an index into the proxies given).
+    public private(set) var proxy = 0
     private var sendings = 0
     private var answered: Set<Int> = []
     private var granted: UInt32?
@@ -69,7 +70,7 @@ public struct RegistrationSession: Sendable {
     /// Does what is due at `now` (time since the start): the deadline, a sending, the move to the next proxy.
     public mutating func tick(now: Duration) -> [Action] {
         guard outcome == nil else { return [] }
-        if now >= deadline { return finish(.timedOut(last: proxy)) }
+        if now >= deadline { return finish(.timedOut(last: proxy == 0 && sendings == 0 ? nil : proxy)) }
         guard now >= nextSending else { return [] }
         if sendings == Self.sendingsPerProxy {
             return moveOn(now: now)
@@ -79,7 +80,7 @@ public struct RegistrationSession: Sendable {
         return ids.indices.filter { !answered.contains($0) }.map { .send(datagram: $0, proxy: proxy) }
     }
 
-    /// A reply from proxy `from`: a response to the UPDATE with one of the datagrams' IDs, from the proxy those
+    /// A reply from proxy `from` (give it ``proxy`` when the source is that proxy's): a response to the UPDATE with one of the datagrams' IDs, from the proxy those
     /// datagrams went to, marks that datagram answered; anything else is ignored.
     public mutating func received(_ bytes: [UInt8], from: Int, now: Duration) -> [Action] {
         guard outcome == nil, from == proxy, let reply = try? DNSMessage(decoding: bytes),

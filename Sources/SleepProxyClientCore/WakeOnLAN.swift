@@ -43,8 +43,8 @@ public struct WakeOnLANState: Sendable, Hashable, CustomStringConvertible {
         self.enabled = enabled
     }
 
-    /// Whether a proxy's magic packet wakes it: `g` on, and no SecureOn password asked for (a proxy's packet
-    /// carries none; the OWNER option has no room for one).
+    /// Whether a proxy's magic packet wakes it: `g` on, and no SecureOn password asked for (this client gives
+    /// the proxy none, as Macs give none, so its magic packet carries none).
     public var wakesOnMagicPacket: Bool { enabled & Self.magic != 0 && !asksForPassword }
     public var asksForPassword: Bool { enabled & Self.secureOn != 0 }
     public var canWakeOnMagicPacket: Bool { supported & Self.magic != 0 }
@@ -76,8 +76,9 @@ public enum WakeOnLANDecision: Sendable, Hashable {
         if state.wakesOnMagicPacket || handling == .skip { return .wakes }
         // Not turned off under `enable` either: the administrator set a password to keep strangers from waking it.
         guard !state.asksForPassword else {
+            let modes = state.enabled & ~WakeOnLANState.secureOn | WakeOnLANState.magic
             return .refuse(
-                "Wake-on-LAN asks for a SecureOn password (\(state)), which no proxy's magic packet carries; turn it off with `ethtool -s \(interface) wol g`"
+                "Wake-on-LAN asks for a SecureOn password (\(state)), and this client gives the proxy none (as Macs give none), so a proxy's magic packet would not wake it; turn the password off with `ethtool -s \(interface) wol \(WakeOnLANState.text(modes))`"
             )
         }
         guard state.canWakeOnMagicPacket else {

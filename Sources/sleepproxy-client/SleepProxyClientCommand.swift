@@ -80,7 +80,8 @@ extension SleepProxyClientCommand {
             abstract: "Register this host with the best sleep proxy on each interface (before a suspend).",
             discussion: """
                 Exit status: 0 registered (on at least one interface); 2 no sleep proxy seen; 3 every proxy \
-                tried was silent or refused, or the time ran out (on every interface that did not fail sooner); 4 Wake-on-LAN is off or missing; 5 nothing to \
+                tried was silent or refused, or the time ran out (on one interface at least, and none \
+                registered); 4 Wake-on-LAN is off, asks for a SecureOn password, or is missing; 5 nothing to \
                 register (no service of this host answered on mDNS); 64 usage or config error; 69 no usable \
                 interface; 71 a socket could not be opened; 73 the state directory could not be used.
                 """)

@@ -119,6 +119,13 @@ import Testing
         #expect(done.last.map { $0.1 } == .finished(.unanswered(refused: [:], last: 2)))
     }
 
+    /// A session whose time is gone before it starts sends nothing, and says so.
+    @Test func noTimeLeftSendsNothing() {
+        var session = RegistrationSession(ids: [1], proxyCount: 2, deadline: .zero)
+        #expect(session.start() == [.finished(.timedOut(last: nil))])
+        #expect(session.proxy == 0)
+    }
+
     @Test func withoutAProxyThereIsNothingToDo() {
         var session = RegistrationSession(ids: [1], proxyCount: 0)
         #expect(session.start() == [.finished(.noProxy)])

@@ -43,8 +43,11 @@ import Testing
     }
 
     @Test func aSecureOnPasswordIsRefusedAndKept() {
-        // With `s` on, the card wakes only on a magic packet followed by its password: a proxy's has none.
-        for enabled in [Self.g | Self.s, Self.s] {
+        // With `s` on, the card wakes only on a magic packet followed by its password, which the proxy is not
+        // given. The command offered keeps the other modes.
+        for (enabled, command) in [
+            (Self.g | Self.s, "wol g`"), (Self.s, "wol g`"), (Self.u | Self.g | Self.s, "wol ug`"),
+        ] {
             let state = WakeOnLANState(supported: Self.pumbg | Self.s, enabled: enabled)
             #expect(!state.wakesOnMagicPacket)
             for handling in [WakeOnLANHandling.check, .enable] {
@@ -53,7 +56,7 @@ import Testing
                     continue
                 }
                 #expect(
-                    reason.hasPrefix("Wake-on-LAN asks for a SecureOn password") && reason.hasSuffix("wol g`"),
+                    reason.hasPrefix("Wake-on-LAN asks for a SecureOn password") && reason.hasSuffix(command),
                     "\(reason)")
             }
         }
