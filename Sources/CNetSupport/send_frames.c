@@ -21,6 +21,9 @@ int sp_send_frames(uint32_t interface_index, const uint8_t *const *frames, const
         struct sockaddr_ll to;
         memset(&to, 0, sizeof to);
         to.sll_family = AF_PACKET;
+        // The frame's EtherType, network order as in the frame: kernels before 5.1 take the packet's protocol
+        // from here rather than from the header.
+        memcpy(&to.sll_protocol, frames[i] + 12, sizeof to.sll_protocol);
         to.sll_ifindex = (int)interface_index;
         to.sll_halen = ETH_ALEN;
         memcpy(to.sll_addr, frames[i], ETH_ALEN);

@@ -305,13 +305,14 @@ public struct SleepClient: Sendable {
                 let messages = try WakeAnnouncement.messages(records: records, owner: owner)
                 let querier = try LinkQuerier(interface)
                 // Announced twice, a second apart (RFC 6762 section 8.3), so that one lost packet does not leave
-                // the proxy holding the host; then nothing more. With each, the addresses for the neighbour caches.
-                let frames = WakeAnnouncement.neighbourFrames(mac: interface.mac, addresses: interface.addresses)
+                // the proxy holding the host; then nothing more. With each, the addresses for the neighbour caches
+                // (those settled by then: duplicate address detection runs again as the link comes back).
+                var neighbours = NeighbourFrames(interface: interface)
                 var sent = querier.send(messages)
-                let framesSent = sendFrames(frames, on: interface)
+                neighbours.send()
                 querier.receive(until: .now + .seconds(1)) { _, _ in }
                 sent += querier.send(messages)
-                _ = sendFrames(frames, on: interface)
+                neighbours.send()
                 guard sent > 0 else {
                     ClientLog.error(
                         "cannot announce the return on \(name): nothing could be sent; the registration is kept for the next return"
@@ -322,7 +323,7 @@ public struct SleepClient: Sendable {
                 state.removeRegistration(on: name)
                 announced += 1
                 ClientLog.notice(
-                    "returned on \(name): announced \(records.count) records with sequence \(sequence)\(framesSent ? " and \(frames.count) addresses" : ""); \"\(saved.proxyLabel)\" at \(saved.proxyAddress) lets go of this host"
+                    "returned on \(name): announced \(records.count) records with sequence \(sequence)\(neighbours.announced.isEmpty ? "" : " and \(neighbours.announced.count) addresses"); \"\(saved.proxyLabel)\" at \(saved.proxyAddress) lets go of this host"
                 )
             } catch let error as ClientError {
                 ClientLog.error(error.description)
@@ -336,21 +337,6 @@ public struct SleepClient: Sendable {
             ClientLog.notice("nothing to return: no registration is kept; the sequence number is now \(sequence)")
         }
         return status
-    }
-
-    /// Sends `frames` out of `interface`; false, with a warning, when they could not go (no CAP_NET_RAW: run by
-    /// hand by a user, say). The return goes on without them: the proxy lets go on the mDNS announcement alone.
-    private func sendFrames(_ frames: [[UInt8]], on interface: ClientInterface) -> Bool {
-        guard !frames.isEmpty else { return false }
-        let lengths = frames.map(\.count)
-        let result = withPointers(to: frames) { pointers in
-            sp_send_frames(interface.index, pointers, lengths, frames.count)
-        }
-        guard result < 0 else { return result > 0 }
-        ClientLog.warning(
-            "cannot announce the addresses of \(interface.name) (ARP and Neighbour Discovery need CAP_NET_RAW): \(String(cString: strerror(-result))); peers reach this host again once their neighbour entries for it age out"
-        )
-        return false
     }
 
     /// The interface once its link is up again (carrier: a NIC takes a few seconds after a resume, and what is
@@ -371,6 +357,52 @@ extension SavedRegistration {
     /// The proxy's instance label, `20-30-50-73.1 homeserver`.
     var proxyLabel: String {
         (try? DNSName(proxyName)).map { DiscoveredProxy(instance: $0).label } ?? proxyName
+    }
+}
+
+/// The gratuitous ARPs and unsolicited Neighbour Advertisements of a return, on one interface.
+struct NeighbourFrames {
+    let interface: ClientInterface
+    /// The addresses announced so far.
+    private(set) var announced: Set<IPAddress> = []
+    private var warned = false
+
+    init(interface: ClientInterface) { self.interface = interface }
+
+    /// Sends a frame for each of the interface's IPv4 addresses and for each IPv6 address whose duplicate address
+    /// detection is over. A failure is logged once (the first warning says why; no CAP_NET_RAW, say, when run by
+    /// hand): the return goes on without them, as the proxy lets go on the mDNS announcement alone.
+    mutating func send() {
+        var addresses = interface.addresses.filter { if case .v4 = $0 { true } else { false } }
+        switch readTextFile("/proc/self/net/if_inet6") {
+        case .success(let text):
+            addresses += NeighbourAnnouncement.settledIPv6(procText: text, interface: interface.name).map(IPAddress.v6)
+        case .failure(let error):
+            if !warned {
+                ClientLog.warning(
+                    "cannot read /proc/self/net/if_inet6 (\(error)): the IPv6 addresses of \(interface.name) are not announced"
+                )
+                warned = true
+            }
+        }
+        guard !addresses.isEmpty else { return }
+        let frames = NeighbourAnnouncement.frames(mac: interface.mac, addresses: addresses)
+        let lengths = frames.map(\.count)
+        let result = withPointers(to: frames) { sp_send_frames(interface.index, $0, lengths, frames.count) }
+        if result == frames.count {
+            announced.formUnion(addresses)
+            return
+        }
+        guard !warned else { return }
+        warned = true
+        let why =
+            result >= 0
+            ? "\(frames.count - Int(result)) of \(frames.count) frames could not be sent"
+            : String(cString: strerror(-result))
+                + (-result == EPERM ? " (ARP and Neighbour Discovery frames need CAP_NET_RAW)" : "")
+        ClientLog.warning(
+            "cannot announce the addresses of \(interface.name): \(why); peers reach this host again once their neighbour entries for it age out"
+        )
     }
 }
 

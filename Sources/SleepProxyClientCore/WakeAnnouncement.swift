@@ -1,5 +1,4 @@
 public import DNSWire
-import Frames
 public import NetworkAddresses
 
 /// What a host sends when it is back: its records announced on mDNS with the OWNER option carrying the new
@@ -55,25 +54,5 @@ public enum WakeAnnouncement {
         if let pendingBytes { messages.append(pendingBytes) }
         if messages.isEmpty { messages.append(try encoded([])) }
         return messages
-    }
-
-    /// The frames that point the LAN's neighbour caches back at this host, sent from `mac`: a gratuitous ARP
-    /// (RFC 5227 announcement) for each IPv4 address and an unsolicited Neighbour Advertisement (Override, with
-    /// the target link-layer address, to ff02::1; RFC 4861 section 7.2.6) for each IPv6 address. While the host
-    /// slept the proxy claimed its addresses with its own MAC, and letting go sends nothing, so peers would go on
-    /// sending to the proxy until their entries age out (tens of seconds; the reply to the connection that woke
-    /// the host among them). A Mac's kernel announces its addresses on every wake; a Linux host does not
-    /// (`arp_notify` and `ndisc_notify` are off by default), so the client does it.
-    public static func neighbourFrames(mac: MACAddress, addresses: [IPAddress]) -> [[UInt8]] {
-        addresses.map { address in
-            switch address {
-            case .v4(let v4):
-                return EthernetFrame.arpAnnouncement(of: v4, source: mac).paddedToMinimumLength().serialized()
-            case .v6(let v6):
-                return EthernetFrame.neighborAdvertisement(
-                    for: v6, flags: [.override], targetLinkLayerAddress: mac, sourceAddress: v6, source: mac
-                ).serialized()
-            }
-        }
     }
 }

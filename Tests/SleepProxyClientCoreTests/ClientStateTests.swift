@@ -110,7 +110,7 @@ import Testing
         let addresses: [IPAddress] = [
             .v4(IPv4Address("10.77.0.2")!), .v6(IPv6Address("fd77::2")!), .v6(IPv6Address("fe80::77:ff:fe00:2")!),
         ]
-        let frames = try WakeAnnouncement.neighbourFrames(mac: Self.mac, addresses: addresses).map {
+        let frames = try NeighbourAnnouncement.frames(mac: Self.mac, addresses: addresses).map {
             try EthernetFrame(parsing: $0, verifying: .all)
         }
         #expect(frames.count == 3)
@@ -136,7 +136,28 @@ import Testing
         }
     }
 
+    /// `/proc/net/if_inet6` as Linux writes it, right after a resume: the ULA still in duplicate address detection,
+    /// a global one optimistic, another that failed it, and another interface's address.
+    @Test func onlyAddressesWhoseDuplicateAddressDetectionPassedAreAnnounced() {
+        let text = """
+            fe80000000000000007700fffe000002 03 40 20 80     eth0
+            fd770000000000000000000000000002 03 40 00 c0     eth0
+            20010db8000000000000000000000002 03 40 00 04     eth0
+            20010db8000000000000000000000003 03 40 00 88     eth0
+            20010db8000000000000000000000004 03 40 00 00     eth0
+            00000000000000000000000000000001 01 80 10 80       lo
+            fd990000000000000000000000000002 04 40 00 80    wlan0
+            """
+        #expect(
+            NeighbourAnnouncement.settledIPv6(procText: text, interface: "eth0") == [
+                IPv6Address("fe80::77:ff:fe00:2")!, IPv6Address("2001:db8::4")!,
+            ])
+        #expect(NeighbourAnnouncement.settledIPv6(procText: "", interface: "eth0").isEmpty)
+        #expect(
+            NeighbourAnnouncement.settledIPv6(procText: "fd77 03 40 00 80 eth0\nnonsense", interface: "eth0").isEmpty)
+    }
+
     @Test func noAddressNoFrame() {
-        #expect(WakeAnnouncement.neighbourFrames(mac: Self.mac, addresses: []).isEmpty)
+        #expect(NeighbourAnnouncement.frames(mac: Self.mac, addresses: []).isEmpty)
     }
 }

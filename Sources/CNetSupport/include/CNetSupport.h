@@ -230,7 +230,7 @@ int sp_wake_on_lan_set(const char *interface_name, uint32_t enabled);
 
 /// Sends each of the `count` Ethernet frames (`frames[i]`, `lengths[i]` bytes, header included) out of interface
 /// `interface_index` through one AF_PACKET socket that receives nothing, which needs CAP_NET_RAW. Returns how many
-/// went out, or -errno when none could (the socket could not be opened, or the first send failed).
+/// went out; -errno when none did (the socket could not be opened, or every send failed: the first one's error).
 int sp_send_frames(uint32_t interface_index, const uint8_t *const *frames, const size_t *lengths, size_t count);
 
 #endif

@@ -145,6 +145,9 @@ struct SleepClientLabTests {
                 daemon.stderr.contains("took over \(sleeper.ula)") ? true : nil
             }
             _ = try await lab.run(.waker, ["ping", "-6", "-c", "1", "-W", "1", sleeper.ula])
+            let asleep = try await OperationsLabTests().ctl(lab, ["hosts"])
+            print("sleepproxyctl hosts (asleep):\n\(asleep.stdout)")
+            #expect(asleep.stdout.contains(" held "), "\(asleep)")
             let connecting = try await SleepingHostLabTests().expectHeldThenWokenBySSH(
                 lab, daemon: daemon, nic: nic, name: "sleeper.local")
             let proxyMAC = "lladdr \(lab.host(.proxy).macString.lowercased())"
@@ -202,7 +205,7 @@ struct SleepClientLabTests {
             let ping = try await lab.run(.waker, ["ping", "-c", "1", "-W", "1", sleeper.ipv4])
             #expect(ping.status == 0, "\(ping)")
             // And the connection that woke it gets through: a retransmission of its SYN reaches the host.
-            #expect(connecting.wait(timeout: .seconds(15)) == 0, "the waker's connection to port 22 went nowhere")
+            #expect(connecting.wait(timeout: .seconds(40)) == 0, "the waker's connection to port 22 went nowhere")
             // The same avahi-daemon, thawed, sees its addresses gone and back, probes its names again and keeps
             // them: answering unicast queries on port 5353 for them shows the probes are over, under these names.
             avahi.thaw()
@@ -355,6 +358,34 @@ struct SleepClientLabTests {
             let expected = Set(
                 ["_http._tcp.local.", "_sleep-proxy._udp.local."] + (0..<20).map { "_app\(2 * $0 + 1)._tcp.local." })
             #expect(Set(types.answers.filter { $0.type == "PTR" }.map(\.data)) == expected, "\(types)")
+
+            // It wakes by itself (no wake from the proxy, so no Neighbour Advertisement from it either): the
+            // waker's entries for its addresses name the proxy until return announces them.
+            let sleeper = lab.host(.sleeper)
+            _ = try await eventually("the take-over of \(sleeper.ula)", within: .seconds(20)) {
+                daemon.stderr.contains("took over \(sleeper.ula)") ? true : nil
+            }
+            _ = try await lab.run(.waker, ["ping", "-c", "1", "-W", "1", sleeper.ipv4])
+            _ = try await lab.run(.waker, ["ping", "-6", "-c", "1", "-W", "1", sleeper.ula])
+            func entries(naming mac: String) async throws -> [Bool] {
+                var named: [Bool] = []
+                for address in [sleeper.ipv4, sleeper.ula] {
+                    let entry = try await lab.run(.waker, ["ip", "neigh", "show", "dev", "eth0", "to", address])
+                    named.append(entry.stdout.contains("lladdr \(mac.lowercased())"))
+                }
+                return named
+            }
+            #expect(try await entries(naming: lab.host(.proxy).macString) == [true, true])
+            try lab.wake(.sleeper)
+            let returned = try await Self.client(lab, "return")
+            #expect(returned.status == 0 && returned.stderr.contains(" and 3 addresses; "), "\(returned)")
+            #expect(try await entries(naming: sleeper.macString) == [true, true])
+            for ping in [
+                ["ping", "-c", "1", "-W", "2", sleeper.ipv4], ["ping", "-6", "-c", "1", "-W", "2", sleeper.ula],
+            ] {
+                let answered = try await lab.run(.waker, ping)
+                #expect(answered.status == 0, "\(answered)")
+            }
         }
     }
 

@@ -30,7 +30,8 @@ struct SleepingHostLabTests {
 
     /// While asleep: answered by the proxy, its address claimed, a SYN to another port wakes nothing, a SYN to
     /// its ssh port wakes it.
-    /// Returns the connecting `nc`, which goes on sending its SYN for up to 15 s.
+    /// Returns the connecting `nc`, which goes on sending its SYN for up to 40 s (again at about 1, 3, 7, 15 and
+    /// 31 s).
     @discardableResult
     func expectHeldThenWokenBySSH(
         _ lab: Lab, daemon: LabProcess, nic: CaptureStream, name: String
@@ -48,7 +49,7 @@ struct SleepingHostLabTests {
         _ = try await lab.run(.waker, ["nc", "-z", "-w", "2", sleeper.ipv4, "8080"])
         #expect(!daemon.stderr.contains("waking"), "\(daemon.stderr)")
 
-        let connecting = try lab.spawn(.waker, ["nc", "-z", "-w", "15", sleeper.ipv4, "22"])
+        let connecting = try lab.spawn(.waker, ["nc", "-z", "-w", "40", sleeper.ipv4, "22"])
         let frame = try await firstElement(of: nic.frames, within: .seconds(10), "a magic packet") { _ in true }
         #expect(try EthernetFrame(parsing: frame.bytes).magicPacket?.target == MACAddress(sleeper.macString))
         // The wake's log line follows its magic packets.
