@@ -279,8 +279,10 @@ public struct SleepClient: Sendable {
         let names = config.interfaces.isEmpty ? state.registeredInterfaces() : config.interfaces
         var status = Status.registered
         var announced = 0
-        // One wait for every interface together, well inside the unit's TimeoutStopSec= (15 s).
+        // One wait for every interface together, and one for addresses still in duplicate address detection,
+        // inside the unit's TimeoutStopSec= (15 s) with a second per interface for the two announcements.
         let linkDeadline = ContinuousClock.now + .seconds(10)
+        let settleDeadline = linkDeadline + .seconds(2)
         for name in names {
             let saved: SavedRegistration?
             do {
@@ -306,13 +308,14 @@ public struct SleepClient: Sendable {
                 let querier = try LinkQuerier(interface)
                 // Announced twice, a second apart (RFC 6762 section 8.3), so that one lost packet does not leave
                 // the proxy holding the host; then nothing more. With each, the addresses for the neighbour caches
-                // (those settled by then: duplicate address detection runs again as the link comes back).
+                // (those whose duplicate address detection is over; any still in it are announced once it is).
                 var neighbours = NeighbourFrames(interface: interface)
                 var sent = querier.send(messages)
                 neighbours.send()
                 querier.receive(until: .now + .seconds(1)) { _, _ in }
                 sent += querier.send(messages)
                 neighbours.send()
+                neighbours.settle(until: min(.now + .seconds(2), settleDeadline))
                 guard sent > 0 else {
                     ClientLog.error(
                         "cannot announce the return on \(name): nothing could be sent; the registration is kept for the next return"
@@ -365,26 +368,34 @@ struct NeighbourFrames {
     let interface: ClientInterface
     /// The addresses announced so far.
     private(set) var announced: Set<IPAddress> = []
-    private var warned = false
+    /// IPv6 addresses still in duplicate address detection at the last look.
+    private(set) var tentative: [IPv6Address] = []
+    private var warnedRead = false
+    private var warnedSend = false
 
     init(interface: ClientInterface) { self.interface = interface }
 
     /// Sends a frame for each of the interface's IPv4 addresses and for each IPv6 address whose duplicate address
-    /// detection is over. A failure is logged once (the first warning says why; no CAP_NET_RAW, say, when run by
-    /// hand): the return goes on without them, as the proxy lets go on the mDNS announcement alone.
-    mutating func send() {
+    /// detection is over (`onlyNew`: just those not announced yet). Each kind of failure is logged once, with its
+    /// cause (no CAP_NET_RAW, say, when run by hand): the return goes on without them, as the proxy lets go on
+    /// the mDNS announcement alone.
+    mutating func send(onlyNew: Bool = false) {
         var addresses = interface.addresses.filter { if case .v4 = $0 { true } else { false } }
         switch readTextFile("/proc/self/net/if_inet6") {
         case .success(let text):
-            addresses += NeighbourAnnouncement.settledIPv6(procText: text, interface: interface.name).map(IPAddress.v6)
+            let ipv6 = NeighbourAnnouncement.ipv6Addresses(procText: text, interface: interface.name)
+            addresses += ipv6.settled.map(IPAddress.v6)
+            tentative = ipv6.tentative
         case .failure(let error):
-            if !warned {
+            // No such file: IPv6 is off (ipv6.disable=1), and there is nothing to announce.
+            if !warnedRead, error.code != ENOENT {
                 ClientLog.warning(
                     "cannot read /proc/self/net/if_inet6 (\(error)): the IPv6 addresses of \(interface.name) are not announced"
                 )
-                warned = true
             }
+            warnedRead = true
         }
+        if onlyNew { addresses.removeAll { announced.contains($0) } }
         guard !addresses.isEmpty else { return }
         let frames = NeighbourAnnouncement.frames(mac: interface.mac, addresses: addresses)
         let lengths = frames.map(\.count)
@@ -393,8 +404,8 @@ struct NeighbourFrames {
             announced.formUnion(addresses)
             return
         }
-        guard !warned else { return }
-        warned = true
+        guard !warnedSend else { return }
+        warnedSend = true
         let why =
             result >= 0
             ? "\(frames.count - Int(result)) of \(frames.count) frames could not be sent"
@@ -403,6 +414,15 @@ struct NeighbourFrames {
         ClientLog.warning(
             "cannot announce the addresses of \(interface.name): \(why); peers reach this host again once their neighbour entries for it age out"
         )
+    }
+
+    /// Waits, until `deadline` at most, for the IPv6 addresses still tentative (re-added by NetworkManager or
+    /// systemd-networkd on the resume: their detection takes a second or two) and announces each once settled.
+    mutating func settle(until deadline: ContinuousClock.Instant) {
+        while !tentative.isEmpty, ContinuousClock.now < deadline {
+            usleep(200_000)
+            send(onlyNew: true)
+        }
     }
 }
 

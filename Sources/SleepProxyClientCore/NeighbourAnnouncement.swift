@@ -7,28 +7,34 @@ public import NetworkAddresses
 /// Mac's kernel announces its addresses on every wake; Linux does not (`arp_notify` and `ndisc_notify` are off by
 /// default), so the client does it with its mDNS announcement.
 public enum NeighbourAnnouncement {
-    /// `IFA_F_OPTIMISTIC`, `IFA_F_DADFAILED` and `IFA_F_TENTATIVE`: an address whose duplicate address detection
-    /// is not over (it runs again when the link comes back) or failed may be another node's, and announcing it
-    /// with Override would take that node's traffic (Linux announces neither, RFC 4429 section 3.3).
-    static let unsettledFlags: UInt32 = 0x04 | 0x08 | 0x40
+    /// `IFA_F_TENTATIVE` (which the kernel sets with `IFA_F_OPTIMISTIC` and `IFA_F_DADFAILED` too): an address
+    /// whose duplicate address detection is not over, or failed, may be another node's, and announcing it with
+    /// Override would take that node's traffic.
+    static let tentativeFlag: UInt32 = 0x40
 
-    /// The IPv6 addresses of `interface` that are this host's to announce, from the text of `/proc/net/if_inet6`
-    /// (a line per address: 32 hex digits, then the interface index, prefix length, scope and flags in hex, then the
-    /// interface's name): those whose duplicate address detection is over and passed.
-    public static func settledIPv6(procText: String, interface: String) -> [IPv6Address] {
-        procText.split(separator: "\n").compactMap { line in
+    /// The IPv6 addresses of `interface` in the text of `/proc/net/if_inet6` (a line per address: 32 hex digits,
+    /// then the interface index, prefix length, scope and flags in hex, then the interface's name): `settled`,
+    /// those whose duplicate address detection is over and passed, which are this host's to announce, and
+    /// `tentative`, the others.
+    public static func ipv6Addresses(
+        procText: String, interface: String
+    ) -> (settled: [IPv6Address], tentative: [IPv6Address]) {
+        var settled: [IPv6Address] = []
+        var tentative: [IPv6Address] = []
+        for line in procText.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             guard fields.count == 6, fields[5] == interface, fields[0].count == 32,
-                let flags = UInt32(fields[4], radix: 16), flags & unsettledFlags == 0
-            else { return nil }
+                let flags = UInt32(fields[4], radix: 16)
+            else { continue }
             var bytes: [UInt8] = []
             var digits = fields[0].makeIterator()
-            while let high = digits.next(), let low = digits.next() {
-                guard let byte = UInt8(String([high, low]), radix: 16) else { return nil }
+            while let high = digits.next(), let low = digits.next(), let byte = UInt8(String([high, low]), radix: 16) {
                 bytes.append(byte)
             }
-            return IPv6Address(bytes: bytes)
+            guard let address = IPv6Address(bytes: bytes), bytes.count == 16 else { continue }
+            if flags & Self.tentativeFlag == 0 { settled.append(address) } else { tentative.append(address) }
         }
+        return (settled, tentative)
     }
 
     /// The frames, sent from `mac`: a gratuitous ARP (RFC 5227 announcement) for each IPv4 address and an

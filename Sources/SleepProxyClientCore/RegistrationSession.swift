@@ -70,7 +70,11 @@ public struct RegistrationSession: Sendable {
     /// Does what is due at `now` (time since the start): the deadline, a sending, the move to the next proxy.
     public mutating func tick(now: Duration) -> [Action] {
         guard outcome == nil else { return [] }
-        if now >= deadline { return finish(.timedOut(last: proxy == 0 && sendings == 0 ? nil : proxy)) }
+        if now >= deadline {
+            // The last proxy the datagrams went to: the one now, unless a refusal moved on to it just before.
+            let last = sendings > 0 ? proxy : proxy > 0 ? proxy - 1 : nil
+            return finish(.timedOut(last: last))
+        }
         guard now >= nextSending else { return [] }
         if sendings == Self.sendingsPerProxy {
             return moveOn(now: now)
@@ -80,8 +84,9 @@ public struct RegistrationSession: Sendable {
         return ids.indices.filter { !answered.contains($0) }.map { .send(datagram: $0, proxy: proxy) }
     }
 
-    /// A reply from proxy `from` (give it ``proxy`` when the source is that proxy's): a response to the UPDATE with one of the datagrams' IDs, from the proxy those
-    /// datagrams went to, marks that datagram answered; anything else is ignored.
+    /// A reply from proxy `from` (give it ``proxy`` when the source is that proxy's): a response to the UPDATE with
+    /// one of the datagrams' IDs, from the proxy those datagrams went to, marks that datagram answered; anything
+    /// else is ignored.
     public mutating func received(_ bytes: [UInt8], from: Int, now: Duration) -> [Action] {
         guard outcome == nil, from == proxy, let reply = try? DNSMessage(decoding: bytes),
             reply.flags.isResponse, reply.flags.opcode == .update, let datagram = ids.firstIndex(of: reply.id)

@@ -136,25 +136,29 @@ import Testing
         }
     }
 
-    /// `/proc/net/if_inet6` as Linux writes it, right after a resume: the ULA still in duplicate address detection,
-    /// a global one optimistic, another that failed it, and another interface's address.
+    /// `/proc/net/if_inet6` as Linux writes it: a ULA still in duplicate address detection, an optimistic global
+    /// one (tentative too), one that failed it (tentative and dadfailed), a settled one, and other interfaces'.
     @Test func onlyAddressesWhoseDuplicateAddressDetectionPassedAreAnnounced() {
         let text = """
             fe80000000000000007700fffe000002 03 40 20 80     eth0
             fd770000000000000000000000000002 03 40 00 c0     eth0
-            20010db8000000000000000000000002 03 40 00 04     eth0
-            20010db8000000000000000000000003 03 40 00 88     eth0
+            20010db8000000000000000000000002 03 40 00 44     eth0
+            20010db8000000000000000000000003 03 40 00 c8     eth0
             20010db8000000000000000000000004 03 40 00 00     eth0
             00000000000000000000000000000001 01 80 10 80       lo
             fd990000000000000000000000000002 04 40 00 80    wlan0
             """
+        let addresses = NeighbourAnnouncement.ipv6Addresses(procText: text, interface: "eth0")
+        #expect(addresses.settled == [IPv6Address("fe80::77:ff:fe00:2")!, IPv6Address("2001:db8::4")!])
         #expect(
-            NeighbourAnnouncement.settledIPv6(procText: text, interface: "eth0") == [
-                IPv6Address("fe80::77:ff:fe00:2")!, IPv6Address("2001:db8::4")!,
+            addresses.tentative == [
+                IPv6Address("fd77::2")!, IPv6Address("2001:db8::2")!, IPv6Address("2001:db8::3")!,
             ])
-        #expect(NeighbourAnnouncement.settledIPv6(procText: "", interface: "eth0").isEmpty)
-        #expect(
-            NeighbourAnnouncement.settledIPv6(procText: "fd77 03 40 00 80 eth0\nnonsense", interface: "eth0").isEmpty)
+        #expect(NeighbourAnnouncement.ipv6Addresses(procText: "", interface: "eth0").settled.isEmpty)
+        let garbled = NeighbourAnnouncement.ipv6Addresses(
+            procText: "fd77 03 40 00 80 eth0\nfd77000000000000000000000000000z 03 40 00 80 eth0\nnonsense",
+            interface: "eth0")
+        #expect(garbled.settled.isEmpty && garbled.tentative.isEmpty)
     }
 
     @Test func noAddressNoFrame() {

@@ -123,7 +123,17 @@ import Testing
     @Test func noTimeLeftSendsNothing() {
         var session = RegistrationSession(ids: [1], proxyCount: 2, deadline: .zero)
         #expect(session.start() == [.finished(.timedOut(last: nil))])
-        #expect(session.proxy == 0)
+    }
+
+    /// A refusal that comes in with the deadline moves on to a proxy that then gets nothing: the last proxy the
+    /// datagrams went to is still the one that refused.
+    @Test func theLastProxyIsOneTheDatagramsWentTo() {
+        var session = RegistrationSession(ids: [5], proxyCount: 3, deadline: .seconds(4))
+        _ = session.start()
+        _ = Self.run(&session, until: .seconds(3.9))
+        #expect(session.proxy == 1)
+        let refused = session.received(Self.reply(5, code: .refused), from: 1, now: .seconds(4))
+        #expect(refused == [.finished(.timedOut(last: 1))])
     }
 
     @Test func withoutAProxyThereIsNothingToDo() {
