@@ -190,6 +190,22 @@ extension EthernetFrame {
         return ipv6(header: header, payload: .icmpv6(message), source: source, destination: destination, vlan: vlan)
     }
 
+    /// The announcement, to everyone, that `address` is at `owner` (by default `source`, the sender): a gratuitous
+    /// ARP for IPv4 (`arpAnnouncement`), an unsolicited Neighbour Advertisement with Override and the target
+    /// link-layer address for IPv6 (RFC 4861 section 7.2.6). A proxy claims an address with its own MAC, and hands
+    /// it back with the host's; a host announces its own.
+    public static func addressAnnouncement(
+        of address: IPAddress, source: MACAddress, owner: MACAddress? = nil
+    ) -> EthernetFrame {
+        switch address {
+        case .v4(let v4):
+            return arpAnnouncement(of: v4, source: source, owner: owner)
+        case .v6(let v6):
+            return neighborAdvertisement(
+                for: v6, flags: .override, targetLinkLayerAddress: owner ?? source, sourceAddress: v6, source: source)
+        }
+    }
+
     /// An EtherType 0x0842 magic-packet frame, 116 bytes without a password. It goes to `destination`, by default
     /// the MAC being woken; pass `.broadcast` for the broadcast copy. Throws when `source` is all-zero or a group
     /// address: Linux bridges drop such frames, so the interface's own MAC must be used.

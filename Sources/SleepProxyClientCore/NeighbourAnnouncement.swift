@@ -40,17 +40,8 @@ public enum NeighbourAnnouncement {
     /// The frames, sent from `mac`: a gratuitous ARP (RFC 5227 announcement) for each IPv4 address and an
     /// unsolicited Neighbour Advertisement for each IPv6 address (RFC 4861 section 7.2.6: from the address to
     /// all nodes, Override, the target link-layer address; Router clear, as a machine that sleeps is not the
-    /// LAN's router).
+    /// LAN's router). Padded to Ethernet's 60 bytes: a raw socket sends what it is given.
     public static func frames(mac: MACAddress, addresses: [IPAddress]) -> [[UInt8]] {
-        addresses.map { address in
-            switch address {
-            case .v4(let v4):
-                return EthernetFrame.arpAnnouncement(of: v4, source: mac).paddedToMinimumLength().serialized()
-            case .v6(let v6):
-                return EthernetFrame.neighborAdvertisement(
-                    for: v6, flags: [.override], targetLinkLayerAddress: mac, sourceAddress: v6, source: mac
-                ).serialized()
-            }
-        }
+        addresses.map { EthernetFrame.addressAnnouncement(of: $0, source: mac).paddedToMinimumLength().serialized() }
     }
 }

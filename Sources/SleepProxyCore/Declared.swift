@@ -283,18 +283,9 @@ extension SleepProxyCore {
     func handBack(_ addresses: [IPAddress], to mac: MACAddress, on interface: InterfaceName) -> [Action] {
         guard let link = links[interface] else { return [] }
         return addresses.map { address in
-            switch address {
-            case .v4(let v4):
-                .injectFrame(
-                    interface, EthernetFrame.arpAnnouncement(of: v4, source: link.macAddress, owner: mac).serialized())
-            case .v6(let v6):
-                .injectFrame(
-                    interface,
-                    EthernetFrame.neighborAdvertisement(
-                        for: v6, flags: .override, targetLinkLayerAddress: mac, sourceAddress: v6,
-                        source: link.macAddress
-                    ).serialized())
-            }
+            .injectFrame(
+                interface,
+                EthernetFrame.addressAnnouncement(of: address, source: link.macAddress, owner: mac).serialized())
         }
     }
 

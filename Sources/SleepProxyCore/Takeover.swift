@@ -239,15 +239,7 @@ extension SleepProxyCore {
 
     /// The claim: a gratuitous ARP, or an unsolicited NA with Override and our MAC, to everyone.
     static func announcement(_ address: IPAddress, link: Link) -> [UInt8] {
-        switch address {
-        case .v4(let v4):
-            return EthernetFrame.arpAnnouncement(of: v4, source: link.macAddress).serialized()
-        case .v6(let v6):
-            return EthernetFrame.neighborAdvertisement(
-                for: v6, flags: .override, targetLinkLayerAddress: link.macAddress, sourceAddress: v6,
-                source: link.macAddress
-            ).serialized()
-        }
+        EthernetFrame.addressAnnouncement(of: address, source: link.macAddress).serialized()
     }
 
     /// Probing again because the host (or someone) still uses the address (mDNS.c `RestartARPProbing`): after a

@@ -19,6 +19,27 @@ struct BuilderTests {
         return bytes
     }
 
+    /// One builder for every "this address is at that MAC": the proxy's claim, its hand-back with the host's MAC
+    /// (sent from the proxy's), and a host's own announcement.
+    @Test func addressAnnouncementsSayWhichMACHoldsTheAddress() throws {
+        let ipv6 = IPv6Address("fd77::2")!
+        for owner in [nil, Self.sleeper] {
+            let arp = EthernetFrame.addressAnnouncement(
+                of: .v4(Lab.ipv4(Lab.sleeper)), source: Self.proxy, owner: owner)
+            try roundTrip(arp)
+            #expect(arp.header.source == Self.proxy && arp.header.destination == .broadcast)
+            #expect(arp.arp?.isGratuitous == true && arp.arp?.senderHardwareAddress == owner ?? Self.proxy)
+
+            let na = EthernetFrame.addressAnnouncement(of: .v6(ipv6), source: Self.proxy, owner: owner)
+            try roundTrip(na)
+            let advertisement = try #require(na.icmpv6?.neighborAdvertisement)
+            #expect(na.header.source == Self.proxy && na.ipv6?.header.destination == .allNodes)
+            #expect(na.ipv6?.header.source == ipv6 && na.ipv6?.header.hopLimit == 255)
+            #expect(advertisement.flags == .override && advertisement.target == ipv6)
+            #expect(advertisement.options == [.targetLinkLayerAddress(owner ?? Self.proxy)])
+        }
+    }
+
     @Test("ARP probe, announcement and reply match PROTOCOL.md 3.2")
     func arpFrames() throws {
         let probe = EthernetFrame.arpProbe(for: Lab.ipv4(Lab.sleeper), source: Self.proxy, destination: Self.sleeper)
