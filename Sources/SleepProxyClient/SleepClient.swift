@@ -398,8 +398,7 @@ struct NeighbourFrames {
         if onlyNew { addresses.removeAll { announced.contains($0) } }
         guard !addresses.isEmpty else { return }
         let frames = NeighbourAnnouncement.frames(mac: interface.mac, addresses: addresses)
-        let lengths = frames.map(\.count)
-        let result = withPointers(to: frames) { sp_send_frames(interface.index, $0, lengths, frames.count) }
+        let result = sp_send_frames(interface.index, frames.flatMap { $0 }, frames.map(\.count), frames.count)
         if result == frames.count {
             announced.formUnion(addresses)
             return
@@ -424,19 +423,4 @@ struct NeighbourFrames {
             send(onlyNew: true)
         }
     }
-}
-
-/// Calls `body` with a C array of pointers to each of `buffers`' bytes, valid for the call only.
-private func withPointers<Result>(
-    to buffers: [[UInt8]], _ body: ([UnsafePointer<UInt8>?]) -> Result
-) -> Result {
-    var pointers: [UnsafePointer<UInt8>?] = []
-    func nest(_ index: Int) -> Result {
-        guard index < buffers.count else { return body(pointers) }
-        return buffers[index].withUnsafeBufferPointer { buffer in
-            pointers.append(buffer.baseAddress)
-            return nest(index + 1)
-        }
-    }
-    return nest(0)
 }

@@ -228,9 +228,10 @@ int sp_wake_on_lan_set(const char *interface_name, uint32_t enabled);
 
 // MARK: Whole frames
 
-/// Sends each of the `count` Ethernet frames (`frames[i]`, `lengths[i]` bytes, header included) out of interface
-/// `interface_index` through one AF_PACKET socket that receives nothing, which needs CAP_NET_RAW. Returns how many
-/// went out; -errno when none did (the socket could not be opened, or every send failed: the first one's error).
-int sp_send_frames(uint32_t interface_index, const uint8_t *const *frames, const size_t *lengths, size_t count);
+/// Sends `count` Ethernet frames (header included) out of interface `interface_index` through one AF_PACKET
+/// socket that receives nothing, which needs CAP_NET_RAW. The frames lie back to back in `bytes`, frame i being
+/// `lengths[i]` bytes long. Returns how many went out; -errno when none did (the socket could not be opened, or
+/// every send failed: the first one's error).
+int sp_send_frames(uint32_t interface_index, const uint8_t *bytes, const size_t *lengths, size_t count);
 
 #endif
