@@ -21,13 +21,10 @@ import Testing
         }
     }
 
-    @Test func offIsRefusedWithTheCommandThatTurnsItOn() {
+    @Test func offIsRefusedWithTheCommandThatTurnsItOn() throws {
         let state = WakeOnLANState(supported: Self.pumbg, enabled: 0)
         #expect(state.description == "supports pumbg, on: d")
-        guard case .refuse(let reason) = Self.decide(.check, state) else {
-            Issue.record("registered with Wake-on-LAN off")
-            return
-        }
+        let reason = try #require(Self.decide(.check, state).refusal, "registered with Wake-on-LAN off")
         #expect(
             reason
                 == "Wake-on-LAN is off (supports pumbg, on: d); turn it on with `ethtool -s enp3s0 wol g` (and in the firmware settings), or set wake_on_lan = \"enable\" in /etc/sleepproxy/client.toml"
@@ -42,7 +39,7 @@ import Testing
         #expect(WakeOnLANState.text(Self.u | Self.g) == "ug")
     }
 
-    @Test func aSecureOnPasswordIsRefusedAndKept() {
+    @Test func aSecureOnPasswordIsRefusedAndKept() throws {
         // With `s` on, the card wakes only on a magic packet followed by its password, which the proxy is not
         // given. The command offered keeps the other modes.
         for (enabled, command) in [
@@ -51,10 +48,8 @@ import Testing
             let state = WakeOnLANState(supported: Self.pumbg | Self.s, enabled: enabled)
             #expect(!state.wakesOnMagicPacket)
             for handling in [WakeOnLANHandling.check, .enable] {
-                guard case .refuse(let reason) = Self.decide(handling, state) else {
-                    Issue.record("\(handling), \(state): registered behind a password no proxy sends")
-                    continue
-                }
+                let reason = try #require(
+                    Self.decide(handling, state).refusal, "\(handling), \(state): registered behind a password")
                 #expect(
                     reason.hasPrefix("Wake-on-LAN asks for a SecureOn password") && reason.hasSuffix(command),
                     "\(reason)")
@@ -62,14 +57,12 @@ import Testing
         }
     }
 
-    @Test func anInterfaceWithoutMagicPacketWakeIsRefusedEvenWhenAskedToEnable() {
+    @Test func anInterfaceWithoutMagicPacketWakeIsRefusedEvenWhenAskedToEnable() throws {
         // This card wakes on link and unicast only: a proxy's magic packet would never wake it.
         let state = WakeOnLANState(supported: 0b11, enabled: 0b10)
         for handling in [WakeOnLANHandling.check, .enable] {
-            guard case .refuse(let reason) = Self.decide(handling, state) else {
-                Issue.record("\(handling): registered without magic-packet wake")
-                continue
-            }
+            let reason = try #require(
+                Self.decide(handling, state).refusal, "\(handling): registered without magic-packet wake")
             #expect(reason.hasPrefix("it cannot wake on a magic packet (Wake-on-LAN supports pu, on: u)"), "\(reason)")
         }
     }
@@ -82,5 +75,12 @@ import Testing
         #expect(WakeOnLANHandling("check") == .check && WakeOnLANHandling("enable") == .enable)
         #expect(WakeOnLANHandling("skip") == .skip && WakeOnLANHandling("on") == nil)
         #expect(WakeOnLANHandling.enable.description == "enable")
+    }
+}
+
+extension WakeOnLANDecision {
+    /// The reason, when it refuses.
+    fileprivate var refusal: String? {
+        if case .refuse(let reason) = self { reason } else { nil }
     }
 }
