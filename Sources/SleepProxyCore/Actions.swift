@@ -77,4 +77,7 @@ public enum Action: Hashable, Sendable {
     /// the wire; the shell counts the wake under its trigger and measures how long after the input that caused it
     /// (the captured frame, the mDNS packet, the request) the magic packets went out.
     case wakeStarted(InterfaceName, WakeTrigger)
+    /// An interface removed from the configuration has nothing left to serve (the wakes of its hosts are over):
+    /// the shell closes it, after the actions before this one (the last goodbyes) went out on it.
+    case stopServing(InterfaceName)
 }

@@ -191,12 +191,30 @@ public struct WakePolicy: Hashable, Sendable {
             return text.isEmpty ? nil : text
         }
 
-        /// Whether `owner` is the host this names.
-        public func matches(_ owner: Owner) -> Bool {
+        /// Whether `owner` is the host this names: by MAC, by one of its host names, or, for a declared host, by
+        /// the name of its table (`nas` for `[hosts.nas]`, `declaredName`), which logs and events use.
+        public func matches(_ owner: Owner, declaredName: String? = nil) -> Bool {
             switch form {
             case .mac(let mac): return owner.key.primaryMAC == mac || owner.wakeMAC == mac
-            case .name(let name): return owner.hostNames.contains { Self.fold($0) == name }
+            case .name(let name):
+                return owner.hostNames.contains { Self.fold($0) == name }
+                    || declaredName.flatMap(Self.fold) == name
             }
+        }
+
+        /// Whether this names the declared host `host` (by MAC, table name or host name): a policy entry that
+        /// names none of them is worth a warning, though a host may still register under that name later.
+        public func names(_ host: DeclaredHost) -> Bool {
+            switch form {
+            case .mac(let mac): return host.mac == mac
+            case .name(let name):
+                return Self.fold(host.name) == name || host.hostName.flatMap(Self.fold) == name
+            }
+        }
+
+        /// Whether this is a MAC (which may name a host that registers), not a name.
+        public var isMAC: Bool {
+            if case .mac = form { true } else { false }
         }
 
         public var description: String {

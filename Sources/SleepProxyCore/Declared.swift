@@ -134,6 +134,15 @@ struct DeclaredWatch: Hashable, Sendable {
     /// host, the host limit, an interface not served) may pass while it sleeps on.
     var retryAt: UnixTime?
     static let retryInterval: Duration = .seconds(30)
+    /// Its addresses another machine was found using (it answered the take-over's probe, or used the address as
+    /// its own), with that machine's MAC and until when they are left out of its take-overs.
+    var inUse: [IPAddress: InUse] = [:]
+    struct InUse: Hashable, Sendable {
+        var mac: MACAddress
+        var until: UnixTime
+    }
+    /// How long an address found in use by another machine is left alone before it is asked about again.
+    static let inUseHold: Duration = .seconds(600)
 
     /// Its addresses: the configured ones, then the learned ones.
     var addresses: [IPAddress] {
@@ -254,6 +263,8 @@ extension SleepProxyCore {
                 watch.learn(address)
             }
         }
+        // The host itself uses them again: they are its own after all.
+        for address in addresses where watch.inUse[address] != nil { watch.inUse[address] = nil }
         let change = watch.liveness.heard(at: now)
         if change == .back {
             watch.unheld = nil
@@ -269,23 +280,11 @@ extension SleepProxyCore {
             guard let host = hosts[key], host.declared else {
                 return [.log(.info, "declared host \(watch.host.name) (\(key)) is awake again: \(what())")]
             }
-            let claimed = host.takeovers.filter { $0.takeover.isClaimed || $0.takeover.answers }.map(\.address)
-            return drop(
-                key, reason: .released("declared host \(watch.host.name) is back: \(what()) from its MAC"), now: now)
-                + handBack(claimed, to: mac, on: interface)
-        }
-    }
-
-    /// After a declared host is back: one gratuitous ARP or unsolicited NA for each address the proxy claimed,
-    /// carrying the host's own MAC, so that the neighbours that were sent to the proxy go back to the host at once.
-    /// A Mac announces itself as it wakes; a PC or a NAS waking from sleep often does not (PROTOCOL.md section 3.2,
-    /// the optional improvement over Apple's proxy; one only, as repeats make some stacks see a conflict).
-    func handBack(_ addresses: [IPAddress], to mac: MACAddress, on interface: InterfaceName) -> [Action] {
-        guard let link = links[interface] else { return [] }
-        return addresses.map { address in
-            .injectFrame(
-                interface,
-                EthernetFrame.addressAnnouncement(of: address, source: link.macAddress, owner: mac).serialized())
+            // The hand-back first: on an interface being removed, the last host's drop closes it.
+            return handBack(host.claimedAddresses, to: mac, on: interface)
+                + drop(
+                    key, reason: .released("declared host \(watch.host.name) is back: \(what()) from its MAC"),
+                    now: now)
         }
     }
 
@@ -344,12 +343,16 @@ extension SleepProxyCore {
         if let held = hosts[key] {
             return held.declared ? [] : unheld("its own registration holds it")
         }
-        guard let link = links[key.interface] else { return unheld("\(key.interface) is not served") }
+        guard let link = links[key.interface], !retiring.contains(key.interface) else {
+            return unheld("\(key.interface) is not served")
+        }
         var addresses: [IPAddress] = []
         var skipped: [String] = []
         for address in watch.addresses {
             if !link.isOnLink(address) {
                 skipped.append("\(address) is not on \(link.name)")
+            } else if let other = watch.inUse[address], other.until > now {
+                skipped.append("\(address) is in use by \(other.mac)")
             } else if let holder = hosts.holder(of: address, on: key.interface) {
                 skipped.append("\(address) is held for \(holder.primaryMAC)")
             } else {
@@ -414,8 +417,32 @@ extension SleepProxyCore {
     /// watched afresh, so that it is probed again and held again while it sleeps.
     mutating func rewatchDeclared(_ key: OwnerKey, now: UnixTime) -> [Action] {
         guard let watch = declared[key], watch.liveness.state == .asleep else { return [] }
-        declared[key] = DeclaredWatch(host: watch.host, liveness: Liveness(now: now), learned: watch.learned)
+        declared[key] = DeclaredWatch(
+            host: watch.host, liveness: Liveness(now: now), learned: watch.learned, inUse: watch.inUse)
         return [.log(.info, "declared host \(watch.host.name) (\(key)) is watched afresh")]
+    }
+
+    /// Another machine uses an address of a declared host the proxy holds: it answered the take-over's probe
+    /// (which asks the whole link), or used the address as its own. The declaration is stale (DHCP gave the
+    /// address to someone else, or the MAC is wrong), and the proxy never claims an address another MAC answers
+    /// for, nor wakes anyone over it: the host is let go (an address already claimed goes to that machine), the
+    /// address is left out of its take-overs for `DeclaredWatch.inUseHold`, and the host, watched afresh, is held
+    /// again with what it has left.
+    mutating func declaredAddressInUse(
+        _ address: IPAddress, by mac: MACAddress, of key: OwnerKey, now: UnixTime, what: String
+    ) -> [Action] {
+        guard let host = hosts[key], var watch = declared[key] else { return [] }
+        watch.inUse[address] = DeclaredWatch.InUse(mac: mac, until: now + DeclaredWatch.inUseHold)
+        declared[key] = watch
+        let claimed = host.takeovers[address]?.isClaimed == true
+        let detail =
+            "declared host \(watch.host.name): \(address) is in use by \(mac) (\(what)), not by \(key.primaryMAC); not taken over, nobody woken. Is the declaration stale (an address given to another machine, a wrong MAC)? Asked again in \(DeclaredWatch.inUseHold.components.seconds / 60) min"
+        return (claimed ? handBack([address], to: mac, on: key.interface) : [])
+            + drop(
+                key,
+                reason: DropReason(
+                    kind: .released, release: .addressInUse, detail: detail, goodbyes: true, level: .warning),
+                now: now)
     }
 
     // MARK: Reports

@@ -33,6 +33,9 @@ struct HeldHost: Sendable {
     var keepalives: [KeepaliveConnection.Key: KeptConnection] = [:]
     /// When the wake policy last recorded an ignored or a dry-run wake for this host (its rate limit).
     var policyMemory = WakePolicyMemory()
+    /// Whether an mDNS packet from the host itself carried its OWNER option since it was held: such a host leaves
+    /// by Apple's OWNER rule only (`Release.swift`). Not stored: after a restart it is learned again.
+    var sendsOwner = false
     /// Held as a declared host (found asleep from the wire), not through a registration: never stored, no lease.
     var declared = false
 
@@ -44,6 +47,12 @@ struct HeldHost: Sendable {
 
     /// Whether the host as a whole is being woken: nothing of it is answered, no address defended.
     var isWakingWhole: Bool { wake?.scope == .host }
+
+    /// The addresses the proxy claimed for it (announced, or answered for under a lazy claim): the link sends
+    /// their traffic to the proxy, so letting go of them while the host sleeps hands them back (`handBack`).
+    var claimedAddresses: [IPAddress] {
+        takeovers.filter(\.takeover.isClaimed).map(\.address)
+    }
 
     /// Whether the record at `position` in `owner.records` is answered at `now`: verified, not withdrawn by a wake.
     func answers(recordAt position: Int, at now: UnixTime) -> Bool {

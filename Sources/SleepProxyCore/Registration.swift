@@ -223,6 +223,14 @@ extension SleepProxyCore {
         guard let link = links[datagram.interface] else {
             return .failure(Refusal(reason: .unknownInterface, detail: "interface \(datagram.interface) is not served"))
         }
+        guard !retiring.contains(datagram.interface) else {
+            return .failure(
+                Refusal(
+                    reason: .unknownInterface,
+                    detail:
+                        "interface \(datagram.interface) was removed from the configuration and serves only the wakes of its hosts"
+                ))
+        }
         let registration: Registration
         switch Registration.parse(datagram.bytes) {
         case .success(let parsed): registration = parsed

@@ -36,7 +36,7 @@ struct DropReason: Sendable {
 }
 
 /// When the proxy lets go of a host. The rules of a host that is back, and of a lease that ends, are here; two
-/// more live with what they end: an interface no longer served (`Links.swift`, `unserve`) and a wake that went
+/// more live with what they end: an interface no longer served (`Links.swift`, `retire`) and a wake that went
 /// unanswered (`Wake.swift`, `advanceWake`). Every one of them leaves through `drop(_:reason:now:)` or
 /// `dropRecords(_:of:reason:now:)`, here.
 ///
@@ -45,7 +45,10 @@ struct DropReason: Sendable {
 ///   by a later datagram is younger). The same sequence within 60 s is the host going to sleep.
 /// - A host that never sends OWNER is back when it probes for one of its held names from its wake MAC (a host
 ///   going to sleep never probes), or when it announces or answers one (TTL > 0) more than 60 s after it
-///   registered. Goodbyes it sends as it goes down are answered by re-announcing (`Conflicts.swift`).
+///   registered. Goodbyes it sends as it goes down are answered by re-announcing (`Conflicts.swift`). This rule is
+///   ours: Apple's proxy lets go only on OWNER. A host seen sending its OWNER in mDNS (a Mac adds it to all its
+///   mDNS for 60 s after it wakes or starts) leaves by the OWNER rule alone, as with Apple's proxy; until it is
+///   seen doing so (and after a restart of the proxy, which does not store it) it counts as one that never does.
 /// - ARP or Neighbour Discovery from the host for a held address restarts probing and never releases by itself;
 ///   a host still using its address after probing was restarted the maximum number of times is awake.
 extension SleepProxyCore {
@@ -65,6 +68,7 @@ extension SleepProxyCore {
                 actions += noteForgedOwner(of: key, from: mac, packet: packet, now: now)
                 continue
             }
+            if !host.sendsOwner { hosts.updateService(key) { $0.sendsOwner = true } }
             if option.sequence != host.owner.sequence {
                 actions += drop(
                     key,
@@ -122,7 +126,7 @@ extension SleepProxyCore {
         }
         var actions: [Action] = []
         for key in senders {
-            guard let host = hosts[key], host.owner.wakeMAC == mac,
+            guard let host = hosts[key], host.owner.wakeMAC == mac, !host.sendsOwner,
                 let record = claimed.first(where: { record in
                     host.owner.records.indices.contains {
                         host.owner.records.nameEquals(at: $0, ignoringCase: record.name)
@@ -181,7 +185,7 @@ extension SleepProxyCore {
         // A declared host was never stored: only its event is.
         return actions + (host.declared ? [] : [.store(.removeOwner(key))]) + [
             .store(.appendEvent(event)), .log(reason.level, "\(verb) \(key): \(reason.detail)"),
-        ] + rewatchDeclared(key, now: now)
+        ] + rewatchDeclared(key, now: now) + closeIfDrained(key.interface)
     }
 
     /// Drops some of a host's records; the host goes when none are left.
@@ -222,7 +226,7 @@ extension SleepProxyCore {
             guard let host = hosts[key] else { continue }
             statistics.leaseExpiries += 1
             let count = host.owner.records.count
-            if !host.isWakingWhole, policy.neverWakes(host.owner) {
+            if !host.isWakingWhole, policy.neverWakes(host.owner, declaredName: declaration(of: key)?.name) {
                 let name = Self.displayName(of: host.owner)
                 actions += drop(
                     key,

@@ -15,6 +15,8 @@ public struct SleepProxyCore: Sendable {
     public private(set) var configuration: CoreConfiguration
     /// The interfaces served, with their addresses.
     public internal(set) var links: [InterfaceName: Link] = [:]
+    /// Links removed from the configuration that stay open only for the wakes of their hosts (`Links.swift`).
+    public internal(set) var retiring: Set<InterfaceName> = []
     /// Every held host with its records, what the proxy does for it, and the indexes over them.
     var hosts = HeldHosts()
     /// How much each sender may have of the proxy, and the log.
@@ -62,9 +64,21 @@ public struct SleepProxyCore: Sendable {
         }
     }
 
-    /// Stops serving `interface`: its hosts are woken once and dropped (`Links.swift`).
+    /// Stops serving `interface`: its registered hosts are woken, and it closes with `.stopServing` once their
+    /// wakes are over (`Links.swift`).
     public mutating func removeLink(_ interface: InterfaceName, now: UnixTime, reason: String) -> [Action] {
-        unserve(interface, now: now, reason: reason)
+        retire(interface, now: now, reason: reason)
+    }
+
+    /// Serves an interface being removed again, for good; whether it was being removed (`Links.swift`).
+    public mutating func restoreLink(_ interface: InterfaceName) -> Bool {
+        serveAgain(interface)
+    }
+
+    /// The interfaces of held hosts that are not served (hosts the lease store kept on an interface the
+    /// configuration no longer names), for the shell to open and `removeLink`.
+    public var unservedInterfaces: [InterfaceName] {
+        Set(hosts.keys.map(\.interface)).filter { links[$0] == nil }.sorted()
     }
 
     /// Takes over the owners the lease store kept, at start-up (`Registration.swift`).
@@ -164,7 +178,7 @@ public struct SleepProxyCore: Sendable {
         switch host.state {
         case .waking(let wake): return .waking(reason: wake.reason, rounds: wake.rounds)
         case .proxying:
-            return host.takeovers.contains { !$0.takeover.answers } ? .takingOver : .held
+            return host.takeovers.contains { !$0.takeover.isClaimed } ? .takingOver : .held
         }
     }
 

@@ -66,6 +66,7 @@ public struct ReleaseReason: Hashable, Sendable, CustomStringConvertible {
         case unanswered
         case expired
         case undeclared
+        case addressInUse = "address-in-use"
     }
     private let code: Code
 
@@ -82,10 +83,12 @@ public struct ReleaseReason: Hashable, Sendable, CustomStringConvertible {
     public static let expired = ReleaseReason(code: .expired)
     /// A declared host's declaration changed or went on reload.
     public static let undeclared = ReleaseReason(code: .undeclared)
+    /// Another machine answered for a declared host's address: the declaration is stale.
+    public static let addressInUse = ReleaseReason(code: .addressInUse)
 
     /// Every reason, for documentation and for metrics that start at zero.
     public static let all: [ReleaseReason] = [
-        .returned, .forgotten, .unserved, .unanswered, .expired, .undeclared,
+        .returned, .forgotten, .unserved, .unanswered, .expired, .undeclared, .addressInUse,
     ]
 
     /// A stable identifier (`returned`), the label value in metrics.
@@ -155,7 +158,7 @@ extension SleepProxyCore {
             count.hosts += 1
             count.records += host.owner.records.count
             if !host.isWakingWhole {
-                count.addresses += host.takeovers.reduce(0) { $0 + ($1.takeover.answers ? 1 : 0) }
+                count.addresses += host.takeovers.reduce(0) { $0 + ($1.takeover.isClaimed ? 1 : 0) }
             }
             count.keepalives += host.keepalives.count
             counts[host.key.interface] = count

@@ -18,7 +18,8 @@ struct AddressTakeover: Hashable, Sendable {
     enum Phase: Hashable, Sendable {
         /// Asking whether the host is still there: probe `sent` of 3 went out.
         case probing(sent: Int)
-        /// Claiming the address: announcement `sent` of 4 went out. Requests are answered from the first on.
+        /// Claiming the address: announcement `sent` of 4 went out. Requests are answered once the first has
+        /// (Apple's proxy answers only after its first announcement, PROTOCOL.md section 3.2).
         case announcing(sent: Int)
         /// Claimed; requests are answered.
         case defending
@@ -30,12 +31,10 @@ struct AddressTakeover: Hashable, Sendable {
     /// Set while a restart waits 10 s (the host showed itself after the claim): further restarts wait as long.
     var backoffUntil: UnixTime?
 
-    var answers: Bool {
-        if case .probing = phase { return false }
-        return true
-    }
-
-    /// Whether the first announcement went out: the link sends the address's traffic to us from now on.
+    /// Whether the first announcement went out (or, under a lazy claim, the proxy answers from now on): the link
+    /// sends the address's traffic to us from now on, and ARP requests and Neighbour Solicitations for it are
+    /// answered. Between the last probe and the first announcement nothing is answered yet (as Apple's proxy,
+    /// PROTOCOL.md section 3.2), and the host is not reported held before its addresses are the proxy's.
     var isClaimed: Bool {
         switch phase {
         case .probing: false
@@ -168,16 +167,18 @@ extension SleepProxyCore {
         // of the host would retain and release everything it holds each time.
         hosts.updateService(key) { host in
             guard !host.takeovers.isEmpty, !host.isWakingWhole else { return }
+            // A registered host said itself that it sleeps: its probes ask it alone (Apple's proxy). A declared
+            // host's addresses come from a configuration that may be stale: its probes ask the whole link.
             Self.advance(
-                &host.takeovers, of: key, wakeMAC: host.owner.wakeMAC, lazy: lazy, link: link, now: now,
-                actions: &actions)
+                &host.takeovers, of: key, probesTo: host.declared ? nil : host.owner.wakeMAC, lazy: lazy, link: link,
+                now: now, actions: &actions)
         }
         return actions
     }
 
     /// Takes the steps of `current` due at `now`, adding the frames, events and logs they send to `actions`.
     private static func advance(
-        _ current: inout AddressTakeovers, of key: OwnerKey, wakeMAC: MACAddress, lazy: Bool, link: Link,
+        _ current: inout AddressTakeovers, of key: OwnerKey, probesTo wakeMAC: MACAddress?, lazy: Bool, link: Link,
         now: UnixTime, actions: inout [Action]
     ) {
         for position in current.indices {
@@ -206,7 +207,7 @@ extension SleepProxyCore {
                     actions += [.store(.appendEvent(event)), .log(.info, "\(key): \(detail)")]
                 }
                 if lazy {
-                    // Claimed without a word: requests are answered from now on (`AddressTakeover.answers`).
+                    // Claimed without a word: requests are answered from now on (`AddressTakeover.isClaimed`).
                     takeover.phase = .defending
                     takeover.next = nil
                 } else if sent + 1 < TakeoverTiming.announcements {
@@ -224,15 +225,18 @@ extension SleepProxyCore {
     }
 
     /// "Is the host still there?": an ARP probe or an NS from `::` for `address`, unicast to `mac` (the host's
-    /// wake MAC).
-    static func probe(_ address: IPAddress, to mac: MACAddress, link: Link) -> [UInt8] {
+    /// wake MAC); with no MAC, "is anyone using this address?", to the whole link (ARP broadcast, or the
+    /// solicited-node group's MAC).
+    static func probe(_ address: IPAddress, to mac: MACAddress?, link: Link) -> [UInt8] {
         switch address {
         case .v4(let v4):
-            return EthernetFrame.arpProbe(for: v4, source: link.macAddress, destination: mac).serialized()
+            return EthernetFrame.arpProbe(for: v4, source: link.macAddress, destination: mac ?? .broadcast)
+                .serialized()
         case .v6(let v6):
             return EthernetFrame.neighborSolicitation(
                 for: v6, sourceAddress: .unspecified, destinationAddress: v6.solicitedNodeGroup,
-                source: link.macAddress, destination: mac, includeSourceLinkLayerAddress: false
+                source: link.macAddress, destination: mac ?? MACAddress(ipv6Multicast: v6.solicitedNodeGroup),
+                includeSourceLinkLayerAddress: false
             ).serialized()
         }
     }
@@ -240,6 +244,25 @@ extension SleepProxyCore {
     /// The claim: a gratuitous ARP, or an unsolicited NA with Override and our MAC, to everyone.
     static func announcement(_ address: IPAddress, link: Link) -> [UInt8] {
         EthernetFrame.addressAnnouncement(of: address, source: link.macAddress).serialized()
+    }
+
+    /// Hands addresses the proxy claimed back to `mac` while their host still sleeps: one gratuitous ARP or
+    /// unsolicited Neighbour Advertisement (Override) each, carrying that MAC, so that the neighbours the claim sent
+    /// to the proxy go back to the host at once. One rule for both families, whenever the proxy stops claiming an
+    /// address without the host having announced it: with the first round of a wake of the whole host, when a
+    /// declared host is back (a PC or a NAS waking often announces nothing) or let go, and when the address
+    /// turns out to be another machine's (to that machine's MAC). Apple's proxy does this for IPv6 only, with the
+    /// first wake round (mDNS.c `SendResponses`), and leaves IPv4 to the Mac, which announces its address as it
+    /// wakes; other hosts do not, and their IPv4 neighbours would keep the proxy's MAC until their entries went
+    /// stale. One frame per address, as Apple sends: repeats make some IPv6 stacks see a duplicate address. A host
+    /// seen back (its OWNER, its probes) is let go silently: it announces itself.
+    func handBack(_ addresses: [IPAddress], to mac: MACAddress, on interface: InterfaceName) -> [Action] {
+        guard let link = links[interface] else { return [] }
+        return addresses.map { address in
+            .injectFrame(
+                interface,
+                EthernetFrame.addressAnnouncement(of: address, source: link.macAddress, owner: mac).serialized())
+        }
     }
 
     /// Probing again because the host (or someone) still uses the address (mDNS.c `RestartARPProbing`): after a
@@ -250,7 +273,7 @@ extension SleepProxyCore {
             return
         }
         let backingOff = takeover.backoffUntil.map { now < $0 } ?? false
-        let claimed = takeover.answers
+        let claimed = takeover.isClaimed
         takeover.restarts += 1
         takeover.phase = .probing(sent: 0)
         if claimed || backingOff {
@@ -330,7 +353,7 @@ extension SleepProxyCore {
             if arp.senderHardwareAddress == host.owner.wakeMAC {
                 // The host asks for its own address: awake, or a stray packet from before it slept.
                 actions += ownerUsesAddress(target, of: key, now: now, what: "ARP request")
-            } else if !takeover.answers {
+            } else if !takeover.isClaimed {
                 // Still probing: the host may yet answer for itself.
             } else if source == link.macAddress {
                 // Our own probes come back through the capture with sender 0.0.0.0; our host's kernel asking
@@ -370,7 +393,7 @@ extension SleepProxyCore {
             {
                 if source == host.owner.wakeMAC {
                     actions += ownerUsesAddress(target, of: key, now: now, what: "Neighbour Solicitation")
-                } else if !takeover.answers {
+                } else if !takeover.isClaimed {
                     // Still probing.
                 } else if source == link.macAddress {
                     if !ipv6.source.isUnspecified {
@@ -413,13 +436,17 @@ extension SleepProxyCore {
 
     /// Someone used a held address as its own. The host itself: probe again (never a release by itself; see
     /// `ownerUsesAddress`). Another MAC: a conflict: probe again and wake the host so it can defend its address.
-    /// Apple stops reacting after the maximum number of restarts; so do we, for others.
+    /// Apple stops reacting after the maximum number of restarts; so do we, for others. A declared host's address
+    /// used by another MAC is that machine's now (`declaredAddressInUse`): never claimed, nobody woken.
     mutating func sawAddressInUse(
         _ address: IPAddress, by mac: MACAddress, of key: OwnerKey, now: UnixTime, what: String
     ) -> [Action] {
         guard let host = hosts[key], let takeover = host.takeovers[address] else { return [] }
         if mac == host.owner.wakeMAC {
             return ownerUsesAddress(address, of: key, now: now, what: what)
+        }
+        if host.declared {
+            return declaredAddressInUse(address, by: mac, of: key, now: now, what: what)
         }
         guard takeover.restarts < TakeoverTiming.maximumRestarts else { return [] }
         restartProbing(key, address, now: now)

@@ -108,7 +108,8 @@ enum WakeTiming {
 
 /// What the wake policy last recorded for one held host, so that a source that keeps knocking (a monitoring box
 /// polling every 10 s) cannot flood the event history: at most one `wake-ignored` event a minute per source
-/// address, and one `would-wake` event a minute for what traffic and conflicts decide. It is bounded (a few dozen
+/// address, and one `would-wake` event a minute for what traffic and conflicts decide (the next one recorded says
+/// how many were folded meanwhile). It is bounded (a few dozen
 /// addresses per host; the rest share one allowance) and goes with the host.
 struct WakePolicyMemory: Hashable, Sendable {
     static let interval: Duration = .seconds(60)
@@ -118,6 +119,8 @@ struct WakePolicyMemory: Hashable, Sendable {
     private var ignoredAt: [IPAddress: UnixTime] = [:]
     private var othersIgnoredAt: UnixTime?
     private var wouldWakeAt: UnixTime?
+    /// `would-wake` triggers folded since the last one recorded.
+    private var foldedWouldWakes = 0
 
     /// Whether a minute has passed since `last` (or the clock went back past it).
     private static func isDue(_ last: UnixTime?, now: UnixTime) -> Bool {
@@ -144,12 +147,17 @@ struct WakePolicyMemory: Hashable, Sendable {
         return true
     }
 
-    /// Whether a `would-wake` event is to be recorded now; if so, it counts. One that is not `limited` (the
+    /// Whether a `would-wake` event is to be recorded now: nil if not (it is folded, and counted); if so, how many
+    /// were folded since the last one recorded, which the event says. One that is not `limited` (the
     /// administrator's request, the lease's end) is always recorded.
-    mutating func recordWouldWake(now: UnixTime, limited: Bool) -> Bool {
-        guard !limited || Self.isDue(wouldWakeAt, now: now) else { return false }
+    mutating func recordWouldWake(now: UnixTime, limited: Bool) -> Int? {
+        guard !limited || Self.isDue(wouldWakeAt, now: now) else {
+            foldedWouldWakes += 1
+            return nil
+        }
         wouldWakeAt = now
-        return true
+        defer { foldedWouldWakes = 0 }
+        return foldedWouldWakes
     }
 }
 
@@ -166,14 +174,15 @@ extension WakePolicy {
         ignoredSources.first { address.sharesPrefix(with: $0.address, length: $0.length) }
     }
 
-    /// Whether `owner` is never to be woken by traffic or by the end of its lease.
-    func neverWakes(_ owner: Owner) -> Bool {
-        neverWake.contains { $0.matches(owner) }
+    /// Whether `owner` (declared as `declaredName`, if so) is never to be woken by traffic or by the end of its
+    /// lease.
+    func neverWakes(_ owner: Owner, declaredName: String?) -> Bool {
+        neverWake.contains { $0.matches(owner, declaredName: declaredName) }
     }
 
-    /// Whether `port` is one of the extra wake ports the policy gives `owner`.
-    func hasExtraPort(_ port: Port, for owner: Owner) -> Bool {
-        extraPorts.contains { $0.ports.contains(port) && $0.host.matches(owner) }
+    /// Whether `port` is one of the extra wake ports the policy gives `owner` (declared as `declaredName`).
+    func hasExtraPort(_ port: Port, for owner: Owner, declaredName: String?) -> Bool {
+        extraPorts.contains { $0.ports.contains(port) && $0.host.matches(owner, declaredName: declaredName) }
     }
 }
 
@@ -312,7 +321,10 @@ extension SleepProxyCore {
             return "hosts.\(watch.host.name).wake_ports"
         }
         let policy = configuration.wakePolicy
-        guard !policy.extraPorts.isEmpty, policy.hasExtraPort(WakePolicy.Port(transport, port), for: owner) else {
+        guard !policy.extraPorts.isEmpty,
+            policy.hasExtraPort(
+                WakePolicy.Port(transport, port), for: owner, declaredName: declaration(of: owner.key)?.name)
+        else {
             return nil
         }
         return "wake.extra_ports"
@@ -329,7 +341,7 @@ extension SleepProxyCore {
             return ignoreWake(
                 key, detail: "\(reason): source \(prefix) is in wake.ignore_sources", source: source, now: now)
         }
-        if policy.neverWakes(owner) {
+        if policy.neverWakes(owner, declaredName: declaration(of: key)?.name) {
             return ignoreWake(
                 key, detail: "\(reason): \(Self.displayName(of: owner)) is in wake.never_wake", source: source,
                 now: now)
@@ -416,8 +428,8 @@ extension SleepProxyCore {
             updated.reason = reason
             hosts.update(key) { $0.state = .waking(updated) }
             if updated.scope == .host {
-                // From now on the host's addresses are no longer claimed; IPv6 peers are sent back to it.
-                actions += releaseNeighbourAdvertisements(of: host.owner)
+                // From now on the host's addresses are no longer claimed: the link is sent back to it.
+                actions += handBack(host.claimedAddresses, to: host.owner.wakeMAC, on: key.interface)
             }
         } else {
             hosts.update(key) { $0.state = .waking(WakeSequence(next: now, reason: reason, scope: scope)) }
@@ -444,17 +456,27 @@ extension SleepProxyCore {
     mutating func wouldWake(
         _ key: OwnerKey, now: UnixTime, reason: String, source: Endpoint? = nil, limited: Bool
     ) -> [Action] {
-        guard hosts.updateService(key, { $0.policyMemory.recordWouldWake(now: now, limited: limited) }) == true else {
-            return [.log(.debug, "would wake \(key) (wake.dry_run): \(reason); recorded less than a minute ago")]
+        guard
+            let folded = hosts.updateService(key, { $0.policyMemory.recordWouldWake(now: now, limited: limited) })
+                ?? nil
+        else {
+            return [
+                .log(
+                    .debug,
+                    "would wake \(key) (wake.dry_run): \(reason); folded into the next would-wake event (one a minute)")
+            ]
         }
+        let detail =
+            folded == 0
+            ? reason : "\(reason) (and \(folded) more since the last would-wake event, folded into this one)"
         let event = Event(
             time: now, kind: .wouldWake, interface: key.interface, owner: key.primaryMAC, source: source,
-            detail: reason)
+            detail: detail)
         return [
             .store(.appendEvent(event)),
             .log(
                 .info,
-                "would wake \(hosts[key]?.owner.firstHostName.map { "\($0) " } ?? "")(\(key)) (wake.dry_run, no magic packet sent): \(reason)"
+                "would wake \(hosts[key]?.owner.firstHostName.map { "\($0) " } ?? "")(\(key)) (wake.dry_run, no magic packet sent): \(detail)"
             ),
         ]
     }
@@ -550,8 +572,7 @@ extension SleepProxyCore {
     }
 
     /// One round: the 0x0842 magic frame and a UDP port 9 copy, unicast to the wake MAC; from the third round
-    /// also broadcast. The first round also hands IPv6 addresses back with one NA each (more make some stacks
-    /// see a duplicate address; PROTOCOL.md section 3.3).
+    /// also broadcast. The first round also hands the claimed addresses back (`handBack`).
     mutating func wakeRound(_ round: Int, owner: Owner, link: Link, releasingAddresses: Bool = true) -> [Action] {
         let magic = MagicPacket(target: owner.wakeMAC, password: owner.password.flatMap { SecureOnPassword($0) })
         var destinations = [owner.wakeMAC]
@@ -576,23 +597,9 @@ extension SleepProxyCore {
         }
         statistics.magicPackets += frames.count
         var actions = frames.map { Action.injectFrame(owner.key.interface, $0) }
-        if round == 0, releasingAddresses {
-            actions += releaseNeighbourAdvertisements(of: owner)
+        if round == 0, releasingAddresses, let host = hosts[owner.key] {
+            actions += handBack(host.claimedAddresses, to: owner.wakeMAC, on: owner.key.interface)
         }
         return actions
-    }
-
-    /// One unsolicited NA per held IPv6 address, carrying the host's own MAC, so that IPv6 peers go back to it.
-    func releaseNeighbourAdvertisements(of owner: Owner) -> [Action] {
-        guard let link = links[owner.key.interface] else { return [] }
-        return owner.proxiedAddresses.compactMap { address -> Action? in
-            guard case .v6(let v6) = address else { return nil }
-            return .injectFrame(
-                owner.key.interface,
-                EthernetFrame.neighborAdvertisement(
-                    for: v6, flags: .override, targetLinkLayerAddress: owner.wakeMAC, sourceAddress: v6,
-                    source: link.macAddress
-                ).serialized())
-        }
     }
 }

@@ -33,6 +33,9 @@ public struct ActionPerformer {
     public var effects: (InterfaceName) -> (any InterfaceEffects)?
     /// Sees each committed event, for the control server's followers and its record of wakes.
     public var onEvent: (Event) -> Void
+    /// Told, in its place among the actions, that an interface removed from the configuration has nothing left to
+    /// serve: the daemon closes it.
+    public var onStopServing: (InterfaceName) -> Void
     /// Whether commits fail, kept across batches by the daemon.
     public var storeHealth: StoreHealth
     /// Where wake latencies and commit times go; nil measures nothing.
@@ -45,7 +48,8 @@ public struct ActionPerformer {
 
     public init(
         store: any LeaseStoring, logger: Logger, effects: @escaping (InterfaceName) -> (any InterfaceEffects)?,
-        onEvent: @escaping (Event) -> Void = { _ in }, storeHealth: StoreHealth = StoreHealth(),
+        onEvent: @escaping (Event) -> Void = { _ in },
+        onStopServing: @escaping (InterfaceName) -> Void = { _ in }, storeHealth: StoreHealth = StoreHealth(),
         metrics: DaemonMetrics? = nil, inputTime: Duration? = nil,
         clock: @escaping @Sendable () -> Duration = ActionPerformer.wallClock
     ) {
@@ -53,6 +57,7 @@ public struct ActionPerformer {
         self.logger = logger
         self.effects = effects
         self.onEvent = onEvent
+        self.onStopServing = onStopServing
         self.storeHealth = storeHealth
         self.metrics = metrics
         self.inputTime = inputTime
@@ -87,6 +92,8 @@ public struct ActionPerformer {
                 afterCommit = true
             case .wakeStarted:
                 if let metrics, let started { metrics.wakeStarted(latency: clock() - started) }
+            case .stopServing(let interface):
+                onStopServing(interface)
             default:
                 carryOutNow(action)
             }
@@ -122,7 +129,7 @@ public struct ActionPerformer {
     /// An action that does not wait for the commit.
     private func carryOutNow(_ action: Action) {
         switch action {
-        case .store, .reply, .wakeStarted:
+        case .store, .reply, .wakeStarted, .stopServing:
             return
         case .log(let level, let text):
             logger.log(level: Self.level(level), "\(text)")

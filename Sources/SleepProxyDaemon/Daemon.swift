@@ -145,10 +145,45 @@ public final class Daemon: @unchecked Sendable {
         loadWakeHistory()
         for owner in loaded.owners { remember(owner) }
         performer().perform(core.restore(loaded.owners, wakes: loaded.wakes, now: now()))
+        retireUnconfiguredInterfaces()
         performer().perform(core.watchDeclaredHosts(now: now()))
         logger.info(
             "sleepproxyd \(SleepProxyVersion.string) on \(configuration.interfaces.joined(separator: ", ")), registrations on UDP port \(configuration.registrationPort), state in \(configuration.stateDirectory)\(configuration.controlSocket.map { ", control socket \($0)" } ?? "")"
         )
+    }
+
+    /// Hosts the lease store kept on interfaces the configuration no longer names (it was edited while the daemon
+    /// was stopped) are treated as a reload that removes those interfaces treats them: each interface is opened
+    /// for their wakes alone, and closes when those are over. One that cannot be opened (it is gone) cannot wake
+    /// them: they are dropped. The log says which.
+    private func retireUnconfiguredInterfaces() {
+        for name in core.unservedInterfaces {
+            let count = core.owners.keys.filter { $0.interface == name }.count
+            let reason = "\(name) is no longer in the configuration"
+            do {
+                let shell = try InterfaceShell(
+                    interface: name.rawValue, options: configuration.shellOptions, queue: queue, logger: logger)
+                shells[name] = shell
+                core.setLink(shell.link)
+                performer().perform(core.captureOpened(on: name))
+                logger.notice(
+                    "restore: \(count) held host\(count == 1 ? "" : "s") on \(name), which the configuration no longer names: waking them there, then closing it"
+                )
+            } catch {
+                logger.error(
+                    "restore: \(count) held host\(count == 1 ? "" : "s") on \(name), which the configuration no longer names and which cannot be opened (\(error)): dropped without a wake"
+                )
+            }
+            performer().perform(core.removeLink(name, now: now(), reason: reason))
+        }
+    }
+
+    /// Closes an interface the core no longer serves (removed from the configuration, its hosts' wakes over).
+    private func closeShell(_ name: InterfaceName) {
+        guard let shell = shells.removeValue(forKey: name) else { return }
+        shell.stop()
+        logger.notice("stopped serving \(name)")
+        reportStatus()
     }
 
     /// The wall clock, as the lease store and other processes read it.
@@ -164,7 +199,9 @@ public final class Daemon: @unchecked Sendable {
     func performer(inputTime: Duration? = nil) -> ActionPerformer {
         ActionPerformer(
             store: store, logger: logger, effects: { [shells] in shells[$0] },
-            onEvent: { [weak self] event in self?.noteEvent(event) }, storeHealth: storeHealth, metrics: metrics,
+            onEvent: { [weak self] event in self?.noteEvent(event) },
+            onStopServing: { [weak self] interface in self?.closeShell(interface) }, storeHealth: storeHealth,
+            metrics: metrics,
             inputTime: inputTime)
     }
 
@@ -305,7 +342,7 @@ public final class Daemon: @unchecked Sendable {
     private func startShell(_ name: InterfaceName) {
         guard let shell = shells[name] else { return }
         shell.start { [weak self] input in self?.handle(input) }
-        if let advertisement = advertisement(on: shell) {
+        if !core.retiring.contains(name), let advertisement = advertisement(on: shell) {
             perform(
                 core.startAdvertising(
                     on: name, configuration: advertisement, port: configuration.registrationPort, now: now()))
@@ -351,8 +388,11 @@ public final class Daemon: @unchecked Sendable {
     /// "holding 3 hosts on eth0, eth0.20": the one-line summary the service manager shows.
     var statusLine: String {
         let count = core.owners.count
-        let names = shells.keys.sorted().map(\.rawValue).joined(separator: ", ")
-        return "holding \(count) host\(count == 1 ? "" : "s") on \(names)"
+        let served = shells.keys.filter { !core.retiring.contains($0) }.sorted().map(\.rawValue)
+        let retiring = core.retiring.sorted().map(\.rawValue)
+        let line = "holding \(count) host\(count == 1 ? "" : "s") on \(served.joined(separator: ", "))"
+        guard !retiring.isEmpty else { return line }
+        return line + " (waking the hosts of \(retiring.joined(separator: ", ")) before closing it)"
     }
 
     private func reportStatus() {
@@ -439,11 +479,14 @@ public final class Daemon: @unchecked Sendable {
         ] where changed {
             logger.warning("reload: \(what) changed; it takes effect at the next start")
         }
-        let current = Set(shells.keys)
+        // Interfaces being removed still have a shell, open for the wakes of their hosts: one wanted again is
+        // served again as it is, not opened a second time.
+        let current = Set(shells.keys).subtracting(core.retiring)
         let wanted = Set(next.interfaces.map { InterfaceName($0) })
+        let servedAgain = wanted.intersection(core.retiring).sorted()
         // Open new interfaces first: if one fails, nothing has changed yet.
         var added: [InterfaceShell] = []
-        for name in wanted.subtracting(current).sorted() {
+        for name in wanted.subtracting(shells.keys).sorted() {
             do {
                 added.append(
                     try InterfaceShell(
@@ -501,9 +544,17 @@ public final class Daemon: @unchecked Sendable {
         }
 
         for name in current.subtracting(wanted).sorted() {
+            // The shell stays open for the wakes of its hosts; the core says when to close it (`closeShell`).
+            logger.notice("reload: \(name) removed from the configuration; waking its hosts before closing it")
             perform(core.removeLink(name, now: now(), reason: "\(name) was removed from the configuration"))
-            shells.removeValue(forKey: name)?.stop()
-            logger.notice("reload: stopped serving \(name)")
+        }
+        for name in servedAgain where core.restoreLink(name) {
+            if let shell = shells[name], let advertisement = advertisement(on: shell) {
+                perform(
+                    core.startAdvertising(
+                        on: name, configuration: advertisement, port: registrationPort, now: now()))
+            }
+            logger.notice("reload: serving \(name) again")
         }
         for shell in added {
             shells[shell.name] = shell
@@ -518,8 +569,8 @@ public final class Daemon: @unchecked Sendable {
         // After the links: declared hosts on an interface served from now on are watched there.
         perform(core.reconfigure(next.core, now: now()))
         if advertisementChanged {
-            let addedNames = Set(added.map(\.name))
-            for name in shells.keys.sorted() where !addedNames.contains(name) {
+            let addedNames = Set(added.map(\.name)).union(servedAgain)
+            for name in shells.keys.sorted() where !addedNames.contains(name) && !core.retiring.contains(name) {
                 perform(core.stopAdvertising(on: name, now: now()))
                 if let shell = shells[name], let advertisement = advertisement(on: shell) {
                     perform(
@@ -560,20 +611,46 @@ public final class Daemon: @unchecked Sendable {
     /// The triggering SYN must only be observed: a forwarding or redirecting kernel would answer or pass it on
     /// (PROTOCOL.md section 6 item 8), and proxy ARP/ND would answer for the sleeper alongside the proxy.
     private func warnAboutKernelSettings(interface name: String) {
-        let checks: [(String, String)] = [
-            ("net.ipv4.ip_forward", "/proc/sys/net/ipv4/ip_forward"),
-            ("net.ipv4.conf.\(name).forwarding", "/proc/sys/net/ipv4/conf/\(name)/forwarding"),
-            ("net.ipv4.conf.\(name).proxy_arp", "/proc/sys/net/ipv4/conf/\(name)/proxy_arp"),
-            ("net.ipv4.conf.all.send_redirects", "/proc/sys/net/ipv4/conf/all/send_redirects"),
-            ("net.ipv4.conf.\(name).send_redirects", "/proc/sys/net/ipv4/conf/\(name)/send_redirects"),
-            ("net.ipv6.conf.\(name).forwarding", "/proc/sys/net/ipv6/conf/\(name)/forwarding"),
-            ("net.ipv6.conf.\(name).proxy_ndp", "/proc/sys/net/ipv6/conf/\(name)/proxy_ndp"),
-        ]
-        for (sysctl, path) in checks {
-            guard let value = Self.readSysctl(path), value != "0" else { continue }
-            logger.warning(
-                "\(sysctl) is \(value): this host may answer or forward traffic for sleeping hosts; set \(sysctl)=0")
+        for warning in Self.kernelSettingWarnings(interface: name, read: Self.readSysctl) {
+            logger.warning("\(warning)")
         }
+    }
+
+    /// The warnings the kernel's settings for `name` deserve, from `read` (a sysctl's path to its value): IP
+    /// forwarding and proxy ARP/NDP, on the interface or for all; ICMP redirects only where IPv4 forwards, since
+    /// the kernel sends them only for packets it forwards (Debian's `send_redirects = 1` alone is harmless).
+    static func kernelSettingWarnings(interface name: String, read: (String) -> String?) -> [String] {
+        // The sysctl's name and its file: an interface name may hold dots (a VLAN, `eth0.20`), so one is not
+        // made from the other.
+        func setting(_ sysctl: String, _ path: String) -> (sysctl: String, value: String)? {
+            guard let value = read(path), value != "0" else { return nil }
+            return (sysctl, value)
+        }
+        func warning(_ found: (sysctl: String, value: String)) -> String {
+            "\(found.sysctl) is \(found.value): this host may answer or forward traffic for sleeping hosts; set \(found.sysctl)=0"
+        }
+        let forwarding = [
+            setting("net.ipv4.ip_forward", "/proc/sys/net/ipv4/ip_forward"),
+            setting("net.ipv4.conf.\(name).forwarding", "/proc/sys/net/ipv4/conf/\(name)/forwarding"),
+        ].compactMap(\.self)
+        var warnings = forwarding.map(warning)
+        if let found = setting("net.ipv4.conf.\(name).proxy_arp", "/proc/sys/net/ipv4/conf/\(name)/proxy_arp") {
+            warnings.append(warning(found))
+        }
+        if !forwarding.isEmpty {
+            let redirects = [
+                setting("net.ipv4.conf.all.send_redirects", "/proc/sys/net/ipv4/conf/all/send_redirects"),
+                setting("net.ipv4.conf.\(name).send_redirects", "/proc/sys/net/ipv4/conf/\(name)/send_redirects"),
+            ].compactMap(\.self)
+            warnings += redirects.map { found in
+                "\(found.sysctl) is \(found.value) and IPv4 forwarding is on: this host may redirect connections meant for sleeping hosts; set \(found.sysctl)=0"
+            }
+        }
+        warnings += [
+            setting("net.ipv6.conf.\(name).forwarding", "/proc/sys/net/ipv6/conf/\(name)/forwarding"),
+            setting("net.ipv6.conf.\(name).proxy_ndp", "/proc/sys/net/ipv6/conf/\(name)/proxy_ndp"),
+        ].compactMap(\.self).map(warning)
+        return warnings
     }
 
     static func readSysctl(_ path: String) -> String? {

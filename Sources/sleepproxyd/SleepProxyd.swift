@@ -156,6 +156,7 @@ struct SleepProxyd: ParsableCommand {
         }
         let source = loaded.fileFound ? config : "\(config) (not found: the defaults)"
         if checkConfig {
+            for warning in loaded.settings.warnings { printError("sleepproxyd: \(config): warning: \(warning)") }
             print(
                 "# sleepproxyd \(SleepProxyVersion.string): the configuration in force, from \(source) and the options")
             print(loaded.settings.toml(context: context), terminator: "")
@@ -166,12 +167,14 @@ struct SleepProxyd: ParsableCommand {
         let logger = Logger(label: "sleepproxyd") { StderrLogHandler(label: $0, sharedLevel: level) }
         logger.info("configuration from \(source)")
         for line in loaded.settings.logLines() { logger.info("\(line)") }
+        for warning in loaded.settings.warnings { logger.warning("configuration: \(warning)") }
         let notifier = SystemdNotifier()
         do {
             let daemon = try Daemon(configuration: configuration, logger: logger)
             daemon.reloadConfiguration = { [self] in
                 let reloaded = try settings()
                 let next = try reloaded.settings.daemonConfiguration(context: SettingsContext.system())
+                for warning in reloaded.settings.warnings { logger.warning("reload: configuration: \(warning)") }
                 if reloaded.settings.logLevel != level.level {
                     logger.notice("reload: log level \(reloaded.settings.logLevel)")
                     level.level = reloaded.settings.logLevel

@@ -125,7 +125,8 @@ struct ConflictTests {
             wake.injectedFrames.allSatisfy { (try? EthernetFrame(parsing: $0))?.icmpv6 == nil }, "no IPv6 hand-back")
         #expect(harness.mdns(Query.bytes("sleepy.local.", .a, unicast: true)).transmissions.isEmpty)
         #expect(!harness.mdns(Query.bytes("sleepy._ssh._tcp.local.", .srv, unicast: true)).transmissions.isEmpty)
-        // The address is still claimed: ARP requests are answered.
+        // The address is still claimed (its first announcement went out): ARP requests are answered.
+        harness.run(until: harness.now + .seconds(1))
         let request = TakeoverTests.arpRequest(
             from: TakeoverTests.wakerMAC, sender: TakeoverTests.waker, target: IPv4Address(10, 77, 0, 2))
         #expect(harness.frame(request).injectedFrames.count == 1)

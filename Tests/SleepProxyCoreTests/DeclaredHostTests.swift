@@ -255,10 +255,110 @@ struct DeclaredHostTests {
     @Test func anInterfaceNoLongerServedLetsGoOfItWithoutWakingIt() {
         var harness = Self.harness()
         _ = Self.sleepAndTakeOver(&harness)
+        harness.run(until: harness.now + .seconds(10))
         let actions = harness.core.removeLink(Harness.interface, now: harness.now, reason: "removed")
         #expect(harness.core.owners.isEmpty)
-        #expect(Self.parsed(actions.injectedFrames).allSatisfy { $0.magicPacket == nil })
+        let frames = Self.parsed(actions.injectedFrames)
+        #expect(frames.allSatisfy { $0.magicPacket == nil })
         #expect(!actions.events.contains { $0.kind == .wake })
+        // Its addresses go back to its own MAC, and nothing else keeps the interface open.
+        #expect(frames.compactMap(\.arp).map(\.senderHardwareAddress) == [Self.mac])
+        #expect(frames.compactMap { $0.icmpv6?.neighborAdvertisement?.targetLinkLayerAddress } == [Self.mac])
+        #expect(actions.contains(.stopServing(Harness.interface)))
+    }
+
+    /// The take-over's probes of a declared host ask the whole link ("is anyone using this address?"), not its
+    /// MAC alone: the declaration may be stale.
+    @Test func theTakeOverProbesOfADeclaredHostAskTheWholeLink() {
+        var harness = Self.harness()
+        _ = Self.sleepAndTakeOver(&harness)
+        let probes = Self.parsed(harness.log.injectedFrames).filter {
+            $0.arp?.senderProtocolAddress == .any || $0.icmpv6?.neighborSolicitation != nil
+        }
+        // Three liveness probes to its MAC, then the take-over's three per address to everyone.
+        let toLink = probes.filter { $0.header.destination != Self.mac }
+        #expect(toLink.filter { $0.arp != nil }.count == 3)
+        #expect(toLink.filter { $0.arp != nil }.allSatisfy { $0.header.destination == .broadcast })
+        #expect(toLink.filter { $0.icmpv6 != nil }.count == 3)
+        #expect(
+            toLink.filter { $0.icmpv6 != nil }.allSatisfy {
+                $0.header.destination == MACAddress(ipv6Multicast: Self.ipv6.solicitedNodeGroup)
+            })
+    }
+
+    /// Another machine answers the take-over's probe for a declared address (DHCP gave it away): the proxy never
+    /// claims it, never wakes anyone over it, says so, and holds the host with the addresses it has left.
+    @Test func aDeclaredAddressAnotherMachineAnswersForIsNeverClaimed() throws {
+        var harness = Self.harness()
+        let other = MACAddress(0x02, 0x77, 0, 0, 0, 0x99)
+        // Found asleep (three unanswered liveness probes), then the take-over's first probe goes out.
+        while harness.core.owners[Self.key] == nil, harness.now < UnixTime(seconds: 1_800_000_060) {
+            harness.run(until: harness.now + .milliseconds(100))
+        }
+        harness.run(until: harness.now + .milliseconds(1_100))
+        // The other machine's kernel answers the ARP probe, to the proxy's MAC.
+        let answer = EthernetFrame.arp(
+            ARPPacket(
+                operation: .reply, senderHardwareAddress: other, senderProtocolAddress: Self.ipv4,
+                targetHardwareAddress: Harness.proxyMAC, targetProtocolAddress: .any),
+            source: other, destination: Harness.proxyMAC
+        ).serialized()
+        let actions = harness.frame(answer)
+        #expect(harness.core.owners[Self.key] == nil, "let go")
+        #expect(Self.parsed(actions.injectedFrames).allSatisfy { $0.magicPacket == nil }, "nobody woken")
+        let released = try #require(actions.events.first { $0.kind == .released })
+        #expect(released.detail.contains("10.77.0.20 is in use by 02:77:00:00:00:99"), "\(released.detail)")
+        #expect(actions.logLines.contains { $0.0 == .warning })
+        #expect(harness.core.statistics.releases[.addressInUse] == 1)
+        // Watched afresh and held again with its IPv6 address alone; the IPv4 one is never claimed.
+        harness.run(until: harness.now + .seconds(60))
+        let owner = try #require(harness.core.owners[Self.key])
+        #expect(owner.proxiedAddresses == [.v6(Self.ipv6)])
+        let request = TakeoverTests.arpRequest(
+            from: TakeoverTests.wakerMAC, sender: TakeoverTests.waker, target: Self.ipv4)
+        #expect(harness.frame(request).injectedFrames.isEmpty)
+        #expect(
+            !Self.parsed(harness.log.injectedFrames).contains {
+                $0.arp?.senderProtocolAddress == Self.ipv4 && $0.arp?.senderHardwareAddress == Harness.proxyMAC
+            }, "never announced as the proxy's")
+        #expect(harness.log.events.filter { $0.kind == .wake }.isEmpty)
+    }
+
+    /// `sleepproxyctl hosts` says `held` once the addresses are the proxy's: not between the last probe and the
+    /// first announcement, when nothing is answered yet either.
+    @Test func heldOnlyOnceTheFirstAnnouncementWentOut() {
+        var harness = Self.harness()
+        var sawTakingOver = false
+        while harness.core.state(of: Self.key) != .held, harness.now < UnixTime(seconds: 1_800_000_060) {
+            let frames = Self.parsed(harness.run(until: harness.now + .milliseconds(100)).injectedFrames)
+            if harness.core.state(of: Self.key) == .takingOver { sawTakingOver = true }
+            if harness.core.state(of: Self.key) == .held {
+                #expect(
+                    frames.contains {
+                        $0.arp?.senderHardwareAddress == Harness.proxyMAC && $0.arp?.isGratuitous == true
+                    }, "held from the tick that announced")
+            } else if harness.core.owners[Self.key] != nil {
+                let request = TakeoverTests.arpRequest(
+                    from: TakeoverTests.wakerMAC, sender: TakeoverTests.waker, target: Self.ipv4)
+                #expect(harness.frame(request).injectedFrames.isEmpty, "not answered before the claim")
+            }
+        }
+        #expect(sawTakingOver && harness.core.state(of: Self.key) == .held)
+    }
+
+    /// The wake policy names a declared host by its table name too (`[hosts.pc]`), as logs and events do.
+    @Test(arguments: ["pc", "PC.local", "study-pc"])
+    func thePolicyNamesADeclaredHostByItsTableName(_ name: String) throws {
+        let match = try #require(WakePolicy.HostMatch(parsing: name))
+        var never = Self.harness(policy: WakePolicy(neverWake: [match]))
+        _ = Self.sleepAndTakeOver(&never)
+        #expect(never.frame(WakePolicyTests.syn(port: 3389, to: Self.ipv4)).events.map(\.kind) == [.wakeIgnored])
+        var extra = Self.harness(
+            policy: WakePolicy(extraPorts: [WakePolicy.ExtraPorts(host: match, ports: [.init(.tcp, 32_400)])]))
+        _ = Self.sleepAndTakeOver(&extra)
+        let wake = try #require(extra.frame(WakePolicyTests.syn(port: 32_400, to: Self.ipv4)).events.first)
+        #expect(wake.kind == .wake && wake.detail.contains("wake.extra_ports"), "\(wake.detail)")
+        #expect(match.names(Self.declaration()))
     }
 
     @Test func aDeclarationRemovedOnReloadLetsGoWithGoodbyes() {

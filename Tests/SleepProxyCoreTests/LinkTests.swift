@@ -59,25 +59,128 @@ import Testing
         #expect(lists.last == [.v6(IPv6Address("fd77::2")!), .v6(IPv6Address("fd78::2")!)])
     }
 
-    @Test func removingALinkWakesItsHostsAndDropsThem() throws {
+    static let key = OwnerKey(interface: Harness.interface, primaryMAC: TakeoverTests.sleeperMAC)
+
+    static func parsed(_ actions: [Action]) -> [EthernetFrame] {
+        actions.injectedFrames.compactMap { try? EthernetFrame(parsing: $0) }
+    }
+
+    static func stops(_ actions: [Action]) -> [InterfaceName] {
+        actions.compactMap { if case .stopServing(let name) = $0 { name } else { nil } }
+    }
+
+    /// A removed interface is not closed under its hosts: each is woken as every wake goes (15 rounds, 2 s apart,
+    /// the first two unicast only, then goodbyes), and only then is the interface let go of.
+    @Test func aRemovedLinkServesTheWholeWakeOfItsHostsThenCloses() throws {
         var harness = TakeoverTests.taken()
         let actions = harness.core.removeLink(Harness.interface, now: harness.now, reason: "eth0 was removed")
-        let magic = actions.compactMap { action -> MACAddress? in
-            guard case .injectFrame(_, let bytes) = action else { return nil }
-            return (try? EthernetFrame(parsing: bytes))?.magicPacket?.target
-        }
-        #expect(magic.contains(TakeoverTests.sleeperMAC))
+        harness.log += actions
+        #expect(actions.contains(.wakeStarted(Harness.interface, .unserved)))
+        // Both families are handed back with the first round, one announcement each with the host's MAC.
+        let handBack = Self.parsed(actions).filter { $0.arp != nil || $0.icmpv6 != nil }
+        #expect(handBack.compactMap(\.arp).map(\.senderHardwareAddress) == [TakeoverTests.sleeperMAC])
         #expect(
-            actions.contains(
-                .store(.removeOwner(OwnerKey(interface: Harness.interface, primaryMAC: TakeoverTests.sleeperMAC)))))
+            handBack.compactMap { $0.icmpv6?.neighborAdvertisement?.options }.flatMap(\.self)
+                == [.targetLinkLayerAddress(TakeoverTests.sleeperMAC)])
+        #expect(harness.core.links[Harness.interface] != nil && harness.core.retiring == [Harness.interface])
+        #expect(harness.core.owners.count == 1 && Self.stops(actions).isEmpty)
+        // Nobody registers there any more.
+        let refused = harness.register(
+            Update.bytes(
+                records: Update.host("other", ipv4: IPv4Address(10, 77, 0, 5)),
+                owner: OwnerOption(sequence: 1, primaryMAC: LinkTests.secondMAC)))
+        #expect(refused.replies.isEmpty && refused.events.first?.kind == .refused)
+
+        let rest = harness.run(until: harness.now + .seconds(60))
+        let magic = (Self.parsed(actions) + Self.parsed(rest)).filter { $0.magicPacket != nil }
+        #expect(magic.count == 2 + 13 * 2, "15 rounds: two unicast, then unicast and broadcast")
+        let goodbyes = rest.sentMessages.filter { $0.answers.allSatisfy { $0.ttl == 0 } }
+        #expect(goodbyes.count >= 3)
         #expect(harness.core.owners.isEmpty)
+        #expect(rest.contains(.store(.removeOwner(Self.key))))
+        // Closed after its last goodbyes went out, and forgotten.
+        let stop = try #require(rest.firstIndex(of: .stopServing(Harness.interface)))
+        let lastGoodbye = try #require(rest.lastIndex { if case .sendMDNS = $0 { true } else { false } })
+        #expect(lastGoodbye < stop)
+        #expect(harness.core.links[Harness.interface] == nil && harness.core.retiring.isEmpty)
+        #expect(harness.core.nextDeadline == nil)
+        #expect(harness.core.tick(now: harness.now + .seconds(60)).isEmpty)
+    }
+
+    /// A host back before its wake is over (its OWNER with a new sequence) is let go silently, and the interface
+    /// closes with it.
+    @Test func aRemovedLinkClosesWhenItsLastHostIsBack() throws {
+        var harness = TakeoverTests.taken()
+        harness.log += harness.core.removeLink(Harness.interface, now: harness.now, reason: "eth0 was removed")
+        harness.run(until: harness.now + .seconds(5))
+        let back = try DNSMessage(
+            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
+            answers: [
+                DNSRecord(name: "sleepy.local.", ttl: 120, cacheFlush: true, rdata: .a(TakeoverTests.ipv4))
+            ],
+            additionals: [Update.opt(owner: OwnerOption(sequence: 2, primaryMAC: TakeoverTests.sleeperMAC), lease: nil)]
+        ).encoded()
+        let actions = harness.mdns(
+            back, from: Endpoint(address: .v4(TakeoverTests.ipv4), port: 5353), mac: TakeoverTests.sleeperMAC)
+        #expect(harness.core.owners.isEmpty)
+        #expect(Self.stops(actions) == [Harness.interface])
+        #expect(actions.sentMessages.isEmpty, "no goodbyes: the host answers for itself")
         #expect(harness.core.links[Harness.interface] == nil)
-        #expect(harness.core.nextDeadline == nil || harness.core.nextDeadline! > harness.now)
-        // The goodbyes went out before the link was forgotten; nothing is scheduled for it afterwards.
-        #expect(
-            harness.core.tick(now: harness.now + .seconds(60)).allSatisfy {
-                if case .sendMDNS = $0 { false } else { true }
+    }
+
+    /// Put back before the wakes are over, the interface is served again: the wake goes on, registrations are
+    /// taken, and it does not close.
+    @Test func aLinkPutBackDuringItsWakesIsServedAgain() {
+        var harness = TakeoverTests.taken()
+        harness.log += harness.core.removeLink(Harness.interface, now: harness.now, reason: "eth0 was removed")
+        let servedAgain = harness.core.restoreLink(Harness.interface)
+        let twice = harness.core.restoreLink(Harness.interface)
+        #expect(servedAgain && !twice)
+        let accepted = harness.register(
+            Update.bytes(
+                records: Update.host("other", ipv4: IPv4Address(10, 77, 0, 5)),
+                owner: OwnerOption(sequence: 1, primaryMAC: LinkTests.secondMAC)))
+        #expect(accepted.replies.count == 1)
+        let rest = harness.run(until: harness.now + .seconds(60))
+        #expect(harness.owner(TakeoverTests.sleeperMAC) == nil, "the woken host's wake ran its course")
+        #expect(Self.stops(rest).isEmpty && harness.core.links[Harness.interface] != nil)
+    }
+
+    /// In a dry run nobody is woken: a `would-wake` event, goodbyes, and the interface closes at once.
+    @Test func aDryRunRemovalRecordsAndCloses() {
+        var configuration = CoreConfiguration()
+        configuration.wakePolicy.dryRun = true
+        var harness = Harness(configuration: configuration)
+        harness.register(
+            Update.bytes(
+                records: Update.host("sleepy", ipv4: TakeoverTests.ipv4),
+                owner: OwnerOption(sequence: 1, primaryMAC: TakeoverTests.sleeperMAC)))
+        harness.run(until: harness.now + .seconds(12))
+        let actions = harness.core.removeLink(Harness.interface, now: harness.now, reason: "eth0 was removed")
+        #expect(Self.parsed(actions).allSatisfy { $0.magicPacket == nil })
+        #expect(actions.events.map(\.kind) == [.wouldWake, .released])
+        #expect(Self.stops(actions) == [Harness.interface] && harness.core.owners.isEmpty)
+    }
+
+    /// Hosts the store kept on an interface nothing can serve (it could not be opened) cannot be woken: they are
+    /// dropped, and the log says why.
+    @Test func hostsOnAnInterfaceThatCannotBeServedAreDropped() throws {
+        var harness = Harness()
+        let gone: InterfaceName = "eth9"
+        let records = Update.host("sleepy", ipv4: TakeoverTests.ipv4)
+        let saved = Owner(
+            key: OwnerKey(interface: gone, primaryMAC: TakeoverTests.sleeperMAC), wakeMAC: TakeoverTests.sleeperMAC,
+            sequence: 1, registeredAt: harness.now, updatedAt: harness.now,
+            records: records.map {
+                HeldRecord(record: $0, sequence: 1, registeredAt: harness.now, expiresAt: harness.now + .seconds(7200))
             })
+        harness.log += harness.core.restore([saved], now: harness.now)
+        #expect(harness.core.unservedInterfaces == [gone])
+        let actions = harness.core.removeLink(gone, now: harness.now, reason: "eth9 is no longer in the configuration")
+        #expect(harness.core.owners.isEmpty && harness.core.unservedInterfaces.isEmpty)
+        #expect(actions.contains(.store(.removeOwner(saved.key))))
+        #expect(actions.logLines.contains { $0.1.contains("cannot be served, so the host is dropped without a wake") })
+        #expect(actions.injectedFrames.isEmpty && Self.stops(actions).isEmpty)
     }
 
     @Test func addressStatesFollowTheTakeOver() {

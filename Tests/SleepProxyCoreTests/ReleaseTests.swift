@@ -119,6 +119,31 @@ struct ReleaseTests {
         Self.expectReleased(actions, mac, harness: harness)
     }
 
+    /// A host seen sending its own OWNER in mDNS (a Mac, as it goes to sleep) leaves by Apple's OWNER rule alone: a
+    /// probe without OWNER from its MAC is not its return, and is defended as from anyone else.
+    @Test func aHostThatSendsOwnerIsNotReleasedByAProbeWithout() throws {
+        let mac = MACAddress(0x02, 0x77, 0, 0, 0, 2)
+        var harness = Self.holding(mac, sequence: 7)
+        let record = DNSRecord(name: "sleepy.local.", ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 77, 0, 2)))
+        let goingToSleep = try DNSMessage(
+            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: [record],
+            additionals: [Update.opt(owner: OwnerOption(sequence: 7, primaryMAC: mac), lease: nil)]
+        ).encoded()
+        #expect(harness.mdns(goingToSleep, mac: mac).events.isEmpty, "the same sequence within the minute")
+        let probe = Query.bytes(
+            [DNSQuestion(name: "sleepy.local.", type: .any, unicastResponse: true)],
+            authorities: [DNSRecord(name: "sleepy.local.", ttl: 120, rdata: .a(IPv4Address(10, 77, 0, 2)))])
+        let actions = harness.mdns(probe, mac: mac)
+        #expect(harness.core.owners.count == 1)
+        #expect(!actions.events.contains { $0.kind == .released })
+        // Its OWNER with the next sequence releases it, as Apple's proxy does.
+        let back = try DNSMessage(
+            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: [record],
+            additionals: [Update.opt(owner: OwnerOption(sequence: 8, primaryMAC: mac), lease: nil)]
+        ).encoded()
+        Self.expectReleased(harness.mdns(back, mac: mac), mac, harness: harness)
+    }
+
     /// A response scheduled before the release is not sent after it.
     @Test func nothingIsAnsweredAfterARelease() throws {
         let mac = MACAddress(0x02, 0x77, 0, 0, 0, 2)

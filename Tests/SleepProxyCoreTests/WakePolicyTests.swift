@@ -371,7 +371,13 @@ struct WakePolicyTests {
         harness.advance(.seconds(49))
         #expect(harness.frame(Self.syn()).events.isEmpty)
         harness.advance(.seconds(1))
-        #expect(Self.kinds(harness.frame(Self.syn())) == [.wouldWake])
+        let next = harness.frame(Self.syn())
+        #expect(Self.kinds(next) == [.wouldWake])
+        // The two folded meanwhile are counted in it, as the README says.
+        let detail = next.events.first?.detail ?? ""
+        #expect(detail.hasSuffix("(and 2 more since the last would-wake event, folded into this one)"), "\(detail)")
+        harness.advance(.seconds(60))
+        #expect(harness.frame(Self.syn()).events.first?.detail.contains("folded") == false, "counted once")
     }
 
     @Test func aDryRunLeaseExpiryRecordsTheWakeThenDropsTheHost() throws {

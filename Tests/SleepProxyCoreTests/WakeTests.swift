@@ -51,7 +51,14 @@ struct WakeTests {
         #expect(udp.ipv4?.header.destination == IPv4Address(10, 77, 0, 255))
         #expect(udp.header.destination == Self.sleeperMAC)
         #expect(udp.udp?.magicPacket?.target == Self.sleeperMAC)
-        #expect(frames.allSatisfy { $0.header.destination != .broadcast })
+        #expect(frames.filter { $0.arp == nil && $0.icmpv6 == nil }.allSatisfy { $0.header.destination != .broadcast })
+        // The claimed addresses go back to the host at once, one announcement each carrying its MAC, IPv4 as IPv6.
+        let handBack = frames.filter { $0.arp != nil || $0.icmpv6 != nil }
+        #expect(handBack.compactMap(\.arp).map(\.senderHardwareAddress) == [Self.sleeperMAC])
+        #expect(handBack.compactMap(\.arp).map(\.senderProtocolAddress) == [IPv4Address(10, 77, 0, 2)])
+        #expect(handBack.compactMap(\.arp).allSatisfy { $0.targetProtocolAddress == $0.senderProtocolAddress })
+        #expect(
+            handBack.compactMap { $0.icmpv6?.neighborAdvertisement }.map(\.target) == [TakeoverTests.ipv6])
         // The magic packet is the first thing done: the shell carries actions out in order.
         guard case .injectFrame(_, let first) = actions.first else {
             Issue.record("the first action is not the magic packet: \(String(describing: actions.first))")

@@ -146,6 +146,31 @@ public struct Settings: Equatable, Sendable {
     }
 
     /// The wake policy these settings describe.
+    /// What is allowed but probably a mistake, one sentence each: a wake policy entry (`wake.never_wake`, a
+    /// `wake.extra_ports` key) that is a name and names no declared host, by its table name or its `host_name`.
+    /// It may still name a host that registers later under that host name, so it is a warning, not an error.
+    public var warnings: [String] {
+        func unmatched(_ match: WakePolicy.HostMatch) -> Bool {
+            !match.isMAC && !declaredHosts.contains { match.names($0) }
+        }
+        let declared =
+            declaredHosts.isEmpty
+            ? "there are no [hosts.NAME] tables"
+            : "declared: \(declaredHosts.map(\.name).joined(separator: ", "))"
+        var warnings: [String] = []
+        for match in neverWake where unmatched(match) {
+            warnings.append(
+                "wake.never_wake: \"\(match)\" names no declared host (\(declared)); it applies only to a host that registers under the host name \(match).local"
+            )
+        }
+        for entry in extraPorts where unmatched(entry.host) {
+            warnings.append(
+                "wake.extra_ports: \"\(entry.host)\" names no declared host (\(declared)); it applies only to a host that registers under the host name \(entry.host).local"
+            )
+        }
+        return warnings
+    }
+
     public var wakePolicy: WakePolicy {
         WakePolicy(dryRun: dryRun, ignoredSources: ignoreSources, neverWake: neverWake, extraPorts: extraPorts)
     }

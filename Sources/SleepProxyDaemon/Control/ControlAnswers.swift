@@ -88,7 +88,7 @@ extension Daemon {
         } else if let match = WakePolicy.HostMatch.name(text) {
             // A host name, or the table name of a declared host held now.
             matches = owners.values.filter { owner in
-                match.matches(owner) || self.core.declaration(of: owner.key)?.name.lowercased() == text.lowercased()
+                match.matches(owner, declaredName: self.core.declaration(of: owner.key)?.name)
             }.map(\.key)
         } else {
             matches = []

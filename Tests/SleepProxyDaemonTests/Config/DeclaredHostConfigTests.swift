@@ -23,6 +23,27 @@ import Testing
         interface = "eth0"
         """
 
+    /// A wake policy entry that is a name and names no declared host (by table name or host name) is allowed, for a
+    /// host that may register under it later, but warned about; a MAC never is.
+    @Test func aPolicyNameThatNamesNoDeclaredHostIsWarnedAbout() throws {
+        let settings = try ConfigFileTests.parse(
+            Self.full + """
+
+                [wake]
+                never_wake = ["nas", "imac.local", "mini", "aa:bb:cc:dd:ee:ff"]
+
+                [wake.extra_ports]
+                IMAC = ["tcp/32400"]
+                studio = ["tcp/8080"]
+                """)
+        #expect(
+            settings.warnings == [
+                "wake.never_wake: \"mini\" names no declared host (declared: imac, nas); it applies only to a host that registers under the host name mini.local",
+                "wake.extra_ports: \"studio\" names no declared host (declared: imac, nas); it applies only to a host that registers under the host name studio.local",
+            ])
+        #expect(try ConfigFileTests.parse(Self.full).warnings.isEmpty)
+    }
+
     @Test func aDeclarationReadsWithEveryKey() throws {
         let settings = try ConfigFileTests.parse(Self.full)
         let mac = try #require(MACAddress("3c:22:fb:10:20:30"))

@@ -43,6 +43,47 @@ struct DeclaredHostLabTests {
         print("# \(moment)\n$ sleepproxyctl \(arguments.joined(separator: " "))\n\(output.stdout)\(output.stderr)")
     }
 
+    /// A stale declaration: the declared address now belongs to another machine (here the waker's own, as DHCP
+    /// gives an address away) and the declared MAC is silent. The take-over's probes ask the whole link, the other
+    /// machine's kernel answers, and the proxy never claims the address: ARP for it is answered by its owner only,
+    /// nobody is woken, the log says why, and the host is not held again over the same address.
+    @Test func aDeclaredAddressAnotherMachineAnswersForIsNeverTaken() async throws {
+        try await Lab.withLab { lab in
+            let waker = lab.host(.waker)
+            let path = lab.workDirectory + "/sleepproxy.toml"
+            try """
+            [hosts.pc]
+            mac = "02:77:00:00:00:55"
+            addresses = ["\(waker.ipv4)"]
+            wake_ports = ["tcp/22"]
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+            let daemon = try RegistrationDaemonLabTests().startDaemon(
+                lab, state: lab.workDirectory + "/state", extraArguments: ["--config", path])
+            defer { daemon.signal(SIGTERM) }
+            let nic = try lab.withNamespace(.waker) { try CaptureStream(interface: "eth0") }
+            defer { nic.close() }
+            try nic.setFilter("ether proto 0x0842")
+
+            _ = try await eventually("the address found in use", within: .seconds(45)) {
+                daemon.stderr.contains("\(waker.ipv4) is in use by \(waker.macString)") ? true : nil
+            }
+            // Asked from the sleeper, only the waker answers for its address.
+            let asked = try await lab.run(.sleeper, ["arping", "-c", "3", "-w", "4", "-I", "eth0", waker.ipv4])
+            #expect(asked.stdout.lowercased().contains(waker.macString.lowercased()), "\(asked.stdout)")
+            #expect(!asked.stdout.lowercased().contains(lab.host(.proxy).macString.lowercased()), "\(asked.stdout)")
+            // Watched afresh, it is found asleep again and not held: the address is left alone, nothing announced.
+            _ = try await eventually("the host left unheld", within: .seconds(45)) {
+                daemon.stderr.contains("not held: no address to take over (\(waker.ipv4) is in use by") ? true : nil
+            }
+            #expect(!daemon.stderr.contains("took over \(waker.ipv4)"), "\(daemon.stderr)")
+            #expect(!daemon.stderr.contains("waking"), "\(daemon.stderr)")
+            let magic = try? await firstElement(of: nic.frames, within: .seconds(1), "a magic packet") { _ in true }
+            #expect(magic == nil, "nobody woken")
+            let hosts = try await OperationsLabTests().ctl(lab, ["hosts"])
+            #expect(hosts.stdout.contains("is in use by \(waker.macString)"), "\(hosts.stdout)")
+        }
+    }
+
     @Test func aDeclaredSleeperIsTakenOverWokenForItsPortAndLetGoWhenBack() async throws {
         try await Lab.withLab { lab in
             let daemon = try Self.startDaemon(lab)

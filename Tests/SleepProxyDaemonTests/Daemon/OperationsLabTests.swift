@@ -8,6 +8,7 @@ import NetworkIO
 import SleepProxyControl
 import SleepProxyCore
 import SleepProxyDaemon
+import Synchronization
 import TestLab
 import Testing
 
@@ -88,6 +89,32 @@ struct OperationsLabTests {
             if round > 0 { try await Task.sleep(for: .seconds(1)) }
             try mdns.send(
                 announcement, to: MulticastDNS.ipv4Group, from: try ip(SecondNetwork.sleeperIPv4))
+        }
+    }
+
+    /// Every frame `nic` sees until `done` holds (asked every 100 ms, for at most `timeout`), and half a second
+    /// more for stragglers.
+    func frames(
+        of nic: CaptureStream, _ what: String, within timeout: Duration, until done: @escaping @Sendable () -> Bool
+    ) async throws -> [CapturedFrame] {
+        let seen = Mutex<[CapturedFrame]>([])
+        let reader = Task { for await frame in nic.frames { seen.withLock { $0.append(frame) } } }
+        defer { reader.cancel() }
+        _ = try await eventually(what, within: timeout) { done() ? true : nil }
+        try await Task.sleep(for: .milliseconds(500))
+        return seen.withLock { $0 }
+    }
+
+    /// The whole wake of the lab's sleeper, as its NIC sees it: 15 rounds, the first two unicast only, each later
+    /// one unicast and broadcast: 28 magic frames, every one for the sleeper.
+    func expectWholeWake(_ frames: [CapturedFrame], of lab: Lab) throws {
+        let targets = try frames.map { try EthernetFrame(parsing: $0.bytes).magicPacket?.target }
+        #expect(targets.count == 2 + 13 * 2, "\(targets.count) magic frames")
+        #expect(targets.allSatisfy { $0 == MACAddress(lab.host(.sleeper).macString) })
+        let broadcast = frames.filter { $0.bytes.prefix(6).allSatisfy { $0 == 0xFF } }
+        #expect(broadcast.count == 13, "\(broadcast.count) broadcast copies")
+        if let first = frames.first?.timestamp, let last = frames.last?.timestamp {
+            #expect(last - first >= .seconds(26), "rounds 2 s apart: \(last - first)")
         }
     }
 
@@ -173,6 +200,8 @@ struct OperationsLabTests {
                 daemon.stderr.contains("reload: serving eth1") ? true : nil
             }
             try await registerSecondSleeper(network)
+            // Asleep, as hosts are that register: awake, it would be let go while eth0's wake runs.
+            try network.sleep()
 
             try write("interfaces = [\"eth1\"]\nregistration_port = \"high\"\n")
             daemon.signal(SIGHUP)
@@ -187,15 +216,59 @@ struct OperationsLabTests {
 
             try write("interfaces = [\"eth1\"]\n")
             daemon.signal(SIGHUP)
-            let frame = try await firstElement(of: nic.frames, within: .seconds(10), "a magic packet") { _ in true }
-            #expect(
-                try EthernetFrame(parsing: frame.bytes).magicPacket?.target == MACAddress(lab.host(.sleeper).macString))
-            _ = try await eventually("eth0 stopped", within: .seconds(10)) {
-                daemon.stderr.contains("reload: stopped serving eth0") ? true : nil
+            // eth0 stays open for the whole wake of its host, then closes.
+            _ = try await eventually("the wake under way", within: .seconds(10)) {
+                daemon.stderr.contains("reload: eth0 removed from the configuration") ? true : nil
             }
+            let during = try await ctl(lab, ["hosts", "--json"])
+            let waking = try ControlProtocol.decoder().decode([HostSummary].self, from: Data(during.stdout.utf8))
+            #expect(waking.first { $0.interface == "eth0" }?.state == "waking", "\(waking)")
+            let wake = try await frames(of: nic, "eth0 closed after the wake", within: .seconds(60)) {
+                daemon.stderr.contains("stopped serving eth0")
+            }
+            try expectWholeWake(wake, of: lab)
             let after = try await ctl(lab, ["hosts", "--json"])
             let left = try ControlProtocol.decoder().decode([HostSummary].self, from: Data(after.stdout.utf8))
             #expect(left.map(\.interface) == ["eth1"], "\(left)")
+            #expect(!daemon.hasExited)
+        }
+    }
+
+    /// A restart with an interface taken out of the file while the daemon was stopped: the host the store kept
+    /// there is not left in limbo. The interface is opened for its wake alone (no advertisement, no registrations),
+    /// the whole wake goes out, and then it closes.
+    @Test func aRestartWithoutAnInterfaceWakesItsHostsThere() async throws {
+        try await Lab.withLab { lab in
+            _ = try lab.addSecondNetwork()
+            let config = lab.workDirectory + "/sleepproxy.toml"
+            func write(_ text: String) throws { try text.write(toFile: config, atomically: true, encoding: .utf8) }
+            try write("interfaces = [\"eth0\", \"eth1\"]\n")
+            let first = try await start(lab, ["--config", config])
+            try await MacSleeper.registerAndSleep(lab)
+            _ = try await eventually("the take-over", within: .seconds(20)) {
+                first.stderr.contains("took over \(lab.host(.sleeper).ipv4)") ? true : nil
+            }
+            first.signal(SIGTERM)
+            _ = try await eventually("the first daemon's exit", within: .seconds(10)) { first.hasExited ? true : nil }
+
+            try write("interfaces = [\"eth1\"]\n")
+            let nic = try magicPackets(namespace: lab.host(.sleeper).namespace)
+            defer { nic.close() }
+            let daemon = try await start(lab, ["--config", config])
+            defer { daemon.signal(SIGTERM) }
+            let wake = try await frames(of: nic, "eth0 closed after the wake", within: .seconds(60)) {
+                daemon.stderr.contains("stopped serving eth0")
+            }
+            #expect(
+                daemon.stderr.contains(
+                    "restore: 1 held host on eth0, which the configuration no longer names: waking them there"),
+                "\(daemon.stderr)")
+            try expectWholeWake(wake, of: lab)
+            let after = try await ctl(lab, ["hosts", "--json"])
+            #expect(try ControlProtocol.decoder().decode([HostSummary].self, from: Data(after.stdout.utf8)).isEmpty)
+            let status = try await ctl(lab, ["status", "--json"])
+            let report = try ControlProtocol.decoder().decode(StatusReport.self, from: Data(status.stdout.utf8))
+            #expect(report.interfaces.map(\.name) == ["eth1"], "\(report)")
             #expect(!daemon.hasExited)
         }
     }
