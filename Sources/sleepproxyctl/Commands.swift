@@ -33,12 +33,16 @@ extension SleepProxyCtl {
         static let configuration = CommandConfiguration(
             abstract: "List the held and declared hosts: addresses, services, state, lease and last wake.",
             discussion: """
-                STATE is taking-over (checking the host is gone before answering for its addresses), held, or \
-                waking with the reason. LEASE is when the registration runs out unless renewed.
+                STATE of a registered host is taking-over (checking the host is gone before answering for its \
+                addresses), held (its addresses are the proxy's), or waking with the reason. A declared host \
+                (one that never registers, [hosts.NAME] in the configuration) is awake, probing (silent, being \
+                asked), asleep: taking-over, asleep: held, waking, or asleep: not held (why). LEASE is when the \
+                registration runs out unless renewed, or "declared".
 
                 --json prints an array of HostSummary objects: name, ownerMAC, wakeMAC, interface, addresses, \
-                services, state, wakeReason, recordCount, registeredAt, leaseExpiresAt, and lastWake (time, \
-                reason, sourceAddress, sourcePort). An empty list is [].
+                services, state, wakeReason, recordCount, registeredAt, leaseExpiresAt, lastWake (time, reason, \
+                sourceAddress, sourcePort), and for a declared host declared (its table name) and lastHeard (when \
+                a frame from it was last seen). An empty list is [].
                 """)
 
         @OptionGroup var options: GlobalOptions
