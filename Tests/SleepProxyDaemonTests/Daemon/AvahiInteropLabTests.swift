@@ -73,16 +73,18 @@ struct AvahiInteropLabTests {
         }
     }
 
-    /// The sleeper wakes by itself: it takes its addresses back and its avahi-daemon probes its names. The proxy
-    /// lets go at once and silently, and the host keeps its names: no "sleeper-2", no "Sleeper SSH #2".
+    /// A Linux sleeper, registered by a third-party client, wakes by itself: it takes its addresses back and its
+    /// avahi-daemon (which never sends OWNER) probes its names. The proxy lets go at once and silently, and the
+    /// host keeps its names: no "sleeper-2", no "sleeper SSH #2".
     @Test func aReturningHostIsReleasedAndKeepsItsNames() async throws {
         try await Lab.withLab { lab in
             let daemon = try startDaemon(lab)
             defer { daemon.signal(SIGTERM) }
-            let service = AvahiService(name: "Sleeper SSH", type: "_ssh._tcp", port: 22, txt: ["u=test"])
+            let service = AvahiSleeper.service
             let before = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: [service])
             await before.stop(graceful: false)
-            try await MacSleeper.registerAndSleep(lab)
+            try await sendRegistration(try AvahiSleeper.registration(lab), from: lab)
+            try lab.sleep(.sleeper)
             let asleep = try await lab.dig(
                 from: .waker, server: lab.host(.proxy).ipv4, name: "sleeper.local", type: "A")
             #expect(asleep.answers.contains { $0.data == "10.77.0.2" }, "\(asleep)")
