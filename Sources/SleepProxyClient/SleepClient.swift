@@ -77,9 +77,7 @@ public struct SleepClient: Sendable {
             limit: min(Self.surveyLimit, start.duration(to: deadline) / 2))
         let records = survey.host.records
         guard !survey.host.services.isEmpty else {
-            ClientLog.error(
-                "nothing to register on \(interface.name): no service of this host (\(survey.host.hostName?.description ?? "no host name")) answered on mDNS; is its mDNS responder (avahi-daemon) running and publishing services?"
-            )
+            ClientLog.error(Self.nothingToRegister(on: interface.name, survey.host))
             return Status.nothingToRegister
         }
         let seen = survey.proxies.proxies
@@ -165,6 +163,19 @@ public struct SleepClient: Sendable {
             ClientLog.error("no sleep proxy to register with on \(interface.name)")
             return Status.noProxy
         }
+    }
+
+    /// Why `host` has nothing to register on `interface`: no responder on this host answered at all (one-shot
+    /// queries, which nothing else on the link can keep it from answering, included), or it answered and publishes
+    /// no service of this host.
+    static func nothingToRegister(on interface: String, _ host: HostRecords) -> String {
+        let name = host.hostName.map { "\($0)" } ?? "this host"
+        guard host.responderAnswered else {
+            return
+                "nothing to register on \(interface): no mDNS responder on this host answered on \(interface), not even its one-shot queries; is avahi-daemon running, and does it use \(interface) (allow-interfaces and deny-interfaces in avahi-daemon.conf)?"
+        }
+        return
+            "nothing to register on \(interface): this host's mDNS responder answered, but publishes no service of \(name) there (placeholders on port 9 such as _workstation._tcp do not count, nor services of other hosts); publish one, such as ssh in /etc/avahi/services"
     }
 
     /// The proxies to try, in order, with the config's preferences and exclusions.
@@ -312,7 +323,7 @@ public struct SleepClient: Sendable {
                 var neighbours = NeighbourFrames(interface: interface)
                 var sent = querier.send(messages)
                 neighbours.send()
-                querier.receive(until: .now + .seconds(1)) { _, _ in }
+                querier.receive(until: .now + .seconds(1)) { _, _, _ in }
                 sent += querier.send(messages)
                 neighbours.send()
                 neighbours.settle(until: min(.now + .seconds(2), settleDeadline))
