@@ -86,7 +86,7 @@ extension SleepProxyClientCommand {
                 registered); 4 Wake-on-LAN is off, asks for a SecureOn password, or is missing; 5 nothing to \
                 register (no mDNS responder on this host answered, or it publishes no service of this host); 64 \
                 usage or config error; 69 no usable interface; 71 a socket could not be opened; 73 the state \
-                directory could not be used.
+                directory could not be used. Each interface's outcome is one log line.
                 """)
 
         @OptionGroup var options: ClientOptions
