@@ -362,8 +362,14 @@ public struct SleepClient: Sendable {
                 }
                 state.removeRegistration(on: name)
                 announced += 1
+                // A registration kept unconfirmed (lease 0): the proxy never answered, and may hold some of it.
+                let proxy = "\"\(saved.proxyLabel)\" at \(saved.proxyAddress)"
+                let release =
+                    saved.lease == 0
+                    ? "\(proxy) never confirmed the registration; a proxy that holds any of it lets go"
+                    : "\(proxy) lets go of this host"
                 ClientLog.notice(
-                    "returned on \(name): announced \(records.count) records with sequence \(sequence)\(neighbours.announced.isEmpty ? "" : " and \(neighbours.announced.count) addresses"); \"\(saved.proxyLabel)\" at \(saved.proxyAddress) lets go of this host"
+                    "returned on \(name): announced \(records.count) records with sequence \(sequence)\(neighbours.announced.isEmpty ? "" : " and \(neighbours.announced.count) addresses"); \(release)"
                 )
             } catch let error as ClientError {
                 ClientLog.error(error.description)

@@ -642,6 +642,14 @@ struct SleepClientLabTests {
             let kept = try String(
                 contentsOfFile: Self.stateDirectory(lab, .sleeper) + "/registration-eth0", encoding: .utf8)
             #expect(kept.contains("\nlease 0\n"), "\(kept)")
+            // Its return says what happened: the proxy never confirmed, and whoever holds any of it lets go.
+            let returned = try await Self.client(lab, "return")
+            #expect(returned.status == 0, "\(returned)")
+            #expect(
+                returned.stderr.contains(
+                    "; \"10-10-10-10 Silent\" at \(lab.host(.waker).ipv4) never confirmed the registration; a proxy that holds any of it lets go\n"
+                ), "\(returned)")
+            #expect(!returned.stderr.contains("lets go of this host"), "\(returned)")
 
             // A responder that publishes no service: it answers, with the host's name and addresses only.
             await avahi.stop(graceful: true)
