@@ -122,7 +122,8 @@ extension SleepProxyClientCommand {
             discussion: """
                 Changes nothing. --json prints an object with sequence, stateDirectory and interfaces, each with \
                 name, mac, addresses, wakeOnLAN (on, off, enable, skip or unavailable), wakeOnLANDetail, \
-                hostName, proxies (name, metric, features, address, port, choice, excluded), records (name, \
+                hostName, proxies (name, metric, features, address, port, choice, excluded; in the order register \
+                tries them, then the others, the excluded ones last), records (name, \
                 type, ttl, unique, data), services, and lastRegistration (proxy, address, port, lease, \
                 registeredAt, expiresAt, sequence, messages).
                 """)
