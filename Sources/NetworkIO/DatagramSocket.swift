@@ -146,6 +146,26 @@ public final class DatagramSocket: Sendable {
         )
     }
 
+    /// Opens a socket of `family` on `interface` for one-shot mDNS queries (RFC 6762 section 5.1): bound to the
+    /// wildcard address and an ephemeral port. A query sent from it to the mDNS group is a legacy-unicast one
+    /// (section 6.7): every responder answers it at once by unicast to this port, with the query's ID, whatever
+    /// other responders or queriers on the link have sent (no duplicate- or known-answer suppression applies), with
+    /// TTLs cut to 10 s and no cache-flush bits.
+    ///
+    /// Multicast leaves through `interface` (the socket is bound to it) with TTL / hop limit 255, and is looped back
+    /// to this host's own responder (`IP_MULTICAST_LOOP` is on by default); that responder's answer comes back
+    /// through loopback with the interface's address as its source and reaches this socket.
+    ///
+    /// - Throws: as ``init(family:interface:port:)``.
+    public static func oneShotQuerier(family: Family, interface: String) throws -> DatagramSocket {
+        try DatagramSocket(
+            family: family,
+            interfaceName: interface,
+            interfaceIndex: if_nametoindex(interface),
+            setup: Setup(group: nil, port: 0, sharesPort: false, hopLimit: 255)
+        )
+    }
+
     /// Opens the mDNS socket of `family` on the interface with index `interfaceIndex`: it receives what is sent to
     /// the mDNS group on that interface and sends multicast and unicast mDNS from port 5353.
     ///

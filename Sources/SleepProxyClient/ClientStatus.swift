@@ -136,14 +136,15 @@ extension SleepClient {
                 let survey = LinkSurvey.run(
                     querier, fallbackHostName: ClientInterface.systemHostName, choose: candidates,
                     limit: Self.surveyLimit)
-                let chosen = candidates(survey.proxies.proxies)
-                let proxies = survey.proxies.proxies.map { proxy in
+                let listed = ProxyRanking.listed(
+                    survey.proxies.proxies, prefer: config.prefer, exclude: config.exclude)
+                let proxies = listed.map { entry in
+                    let proxy = entry.proxy
                     let target = survey.proxies.target(of: proxy.instance)
                     return ClientStatusReport.Proxy(
                         name: proxy.label, metric: proxy.metric, features: proxy.features,
                         address: target.map { "\($0.address)" }, port: target.map { Int($0.port) },
-                        choice: chosen.firstIndex(of: proxy).map { $0 + 1 },
-                        excluded: config.exclude.contains(where: proxy.isNamed))
+                        choice: entry.choice, excluded: entry.excluded)
                 }
                 let records = survey.host.records.map { record in
                     ClientStatusReport.Record(

@@ -57,30 +57,48 @@ public struct SleepClient: Sendable {
         return statuses.first ?? Status.noProxy
     }
 
+    /// Registers on one interface and logs how that ended, in one line (the debug lines of `--verbose` aside).
     private func register(
         on interface: ClientInterface, sequence: SequenceNumber, until deadline: ContinuousClock.Instant
     ) -> Int32 {
-        let start = ContinuousClock.now
-        if let refusal = checkWakeOnLAN(interface) {
-            ClientLog.error(refusal)
+        let wakeOnLAN: String?
+        switch checkWakeOnLAN(interface) {
+        case .refused(let reason):
+            ClientLog.error(reason)
             return Status.wakeOnLANOff
+        case .wakes(let note):
+            wakeOnLAN = note
         }
+        let outcome = attempt(on: interface, sequence: sequence, until: deadline)
+        let line = outcome.line + (wakeOnLAN.map { " (\($0))" } ?? "")
+        if outcome.status == Status.registered { ClientLog.notice(line) } else { ClientLog.error(line) }
+        return outcome.status
+    }
+
+    /// How registering on one interface ended: the exit status and the line that says so.
+    private struct Outcome {
+        var status: Int32
+        var line: String
+    }
+
+    /// Learns the records and the proxies, then registers; how that ended.
+    private func attempt(
+        on interface: ClientInterface, sequence: SequenceNumber, until deadline: ContinuousClock.Instant
+    ) -> Outcome {
+        let start = ContinuousClock.now
         let querier: LinkQuerier
         do {
             querier = try LinkQuerier(interface)
         } catch {
-            ClientLog.error(error.description)
-            return error.kind.status
+            return Outcome(status: error.kind.status, line: error.description)
         }
         let survey = LinkSurvey.run(
             querier, fallbackHostName: ClientInterface.systemHostName, choose: candidates,
             limit: min(Self.surveyLimit, start.duration(to: deadline) / 2))
         let records = survey.host.records
         guard !survey.host.services.isEmpty else {
-            ClientLog.error(
-                "nothing to register on \(interface.name): no service of this host (\(survey.host.hostName?.description ?? "no host name")) answered on mDNS; is its mDNS responder (avahi-daemon) running and publishing services?"
-            )
-            return Status.nothingToRegister
+            return Outcome(
+                status: Status.nothingToRegister, line: Self.nothingToRegister(on: interface.name, survey.host))
         }
         let seen = survey.proxies.proxies
         let candidates = candidates(seen)
@@ -89,13 +107,15 @@ public struct SleepClient: Sendable {
         }
         guard !targets.isEmpty else {
             if seen.isEmpty {
-                ClientLog.error("no sleep proxy seen on \(interface.name) (browsed _sleep-proxy._udp.local)")
-            } else {
-                ClientLog.error(
-                    "no usable sleep proxy on \(interface.name): seen \(seen.map { "\"\($0.label)\"" }.joined(separator: ", ")), none of them both allowed by the config and resolved to an address"
-                )
+                return Outcome(
+                    status: Status.noProxy,
+                    line: "no sleep proxy seen on \(interface.name) (browsed _sleep-proxy._udp.local)")
             }
-            return Status.noProxy
+            return Outcome(
+                status: Status.noProxy,
+                line:
+                    "no usable sleep proxy on \(interface.name): seen \(seen.map { "\"\($0.label)\"" }.joined(separator: ", ")), none of them both allowed by the config and resolved to an address"
+            )
         }
         for (index, entry) in targets.enumerated() {
             ClientLog.debug(
@@ -110,8 +130,7 @@ public struct SleepClient: Sendable {
         do {
             datagrams = try registration.datagrams()
         } catch {
-            ClientLog.error("cannot register on \(interface.name): \(error)")
-            return Status.nothingToRegister
+            return Outcome(status: Status.nothingToRegister, line: "cannot register on \(interface.name): \(error)")
         }
         let outcome = runSession(
             datagrams: datagrams, ids: datagrams.indices.map(registration.messageID), targets: targets.map(\.target),
@@ -142,29 +161,44 @@ public struct SleepClient: Sendable {
             } catch {
                 ClientLog.warning("\(error): return will announce nothing for \(interface.name)")
             }
-            ClientLog.notice(
-                "registered \(interface.name) with \"\(entry.proxy.label)\" at \(entry.target.address) port \(entry.target.port) for \(lease) s: \(records.count) records in \(datagrams.count) message\(datagrams.count == 1 ? "" : "s"), sequence \(sequence), wake MAC \(interface.mac)"
+            return Outcome(
+                status: Status.registered,
+                line:
+                    "registered \(interface.name) with \"\(entry.proxy.label)\" at \(entry.target.address) port \(entry.target.port) for \(lease) s: \(records.count) records in \(datagrams.count) message\(datagrams.count == 1 ? "" : "s"), sequence \(sequence), wake MAC \(interface.mac)"
             )
-            return Status.registered
         case .unanswered(let refused, let last):
             let tried = targets.prefix(last + 1).enumerated().map { index, entry in
                 "\"\(entry.proxy.label)\"" + (refused[index].map { " (refused: RCODE \($0))" } ?? " (silent)")
             }
             keepUnconfirmed(last: last)
-            ClientLog.error(
-                "no sleep proxy answered on \(interface.name): tried \(tried.joined(separator: ", ")), \(RegistrationSession.sendingsPerProxy) sendings each"
+            return Outcome(
+                status: Status.unanswered,
+                line:
+                    "no sleep proxy answered on \(interface.name): tried \(tried.joined(separator: ", ")), \(RegistrationSession.sendingsPerProxy) sendings each"
             )
-            return Status.unanswered
         case .timedOut(let last):
             if let last { keepUnconfirmed(last: last) }
-            ClientLog.error(
-                "registration on \(interface.name) ran out of time (timeout = \(config.timeout) s) before a proxy answered every message"
+            return Outcome(
+                status: Status.unanswered,
+                line:
+                    "registration on \(interface.name) ran out of time (timeout = \(config.timeout) s) before a proxy answered every message"
             )
-            return Status.unanswered
         case .noProxy:
-            ClientLog.error("no sleep proxy to register with on \(interface.name)")
-            return Status.noProxy
+            return Outcome(status: Status.noProxy, line: "no sleep proxy to register with on \(interface.name)")
         }
+    }
+
+    /// Why `host` has nothing to register on `interface`: no responder on this host answered at all (one-shot
+    /// queries, which nothing else on the link can keep it from answering, included), or it answered and publishes
+    /// no service of this host.
+    static func nothingToRegister(on interface: String, _ host: HostRecords) -> String {
+        let name = host.hostName.map { "\($0)" } ?? "this host"
+        guard host.responderAnswered else {
+            return
+                "nothing to register on \(interface): no mDNS responder on this host answered on \(interface), not even its one-shot queries; is avahi-daemon running, and does it use \(interface) (allow-interfaces and deny-interfaces in avahi-daemon.conf)?"
+        }
+        return
+            "nothing to register on \(interface): this host's mDNS responder answered, but publishes no service of \(name) there (placeholders on port 9 such as _workstation._tcp do not count, nor services of other hosts); publish one, such as ssh in /etc/avahi/services"
     }
 
     /// The proxies to try, in order, with the config's preferences and exclusions.
@@ -232,34 +266,37 @@ public struct SleepClient: Sendable {
         }
     }
 
-    /// Why the client must not register on `interface` for its Wake-on-LAN, or nil.
-    private func checkWakeOnLAN(_ interface: ClientInterface) -> String? {
+    /// What the Wake-on-LAN check says about an interface.
+    private enum WakeOnLANCheck {
+        /// Register; `note`, if any, goes on the outcome's line (the check skipped, Wake-on-LAN turned on).
+        case wakes(note: String?)
+        /// Do not register, for this reason (the whole line).
+        case refused(String)
+    }
+
+    /// Whether the client may register on `interface` for its Wake-on-LAN (turning it on under `enable`).
+    private func checkWakeOnLAN(_ interface: ClientInterface) -> WakeOnLANCheck {
         if config.wakeOnLAN == .skip {
-            ClientLog.notice(
-                "Wake-on-LAN of \(interface.name) not checked (wake_on_lan = \"skip\"): a proxy's magic packet wakes this host only if its hardware or hypervisor makes it"
-            )
-            return nil
+            return .wakes(note: "Wake-on-LAN not checked: wake_on_lan = \"skip\"")
         }
         let current: WakeOnLANState
         switch WakeOnLANState.read(interface.name) {
         case .success(let state): current = state
-        case .failure(let error): return "not registering \(interface.name): \(error)"
+        case .failure(let error): return .refused("not registering \(interface.name): \(error)")
         }
         switch WakeOnLANDecision.decide(
             config.wakeOnLAN, interface: interface.name, state: current, configPath: ClientConfig.defaultPath)
         {
         case .wakes:
-            return nil
+            return .wakes(note: nil)
         case .refuse(let reason):
-            return "not registering \(interface.name): \(reason)"
+            return .refused("not registering \(interface.name): \(reason)")
         case .enable(let modes):
             if let error = WakeOnLANState.set(interface.name, modes: modes) {
-                return "not registering \(interface.name): \(error)"
+                return .refused("not registering \(interface.name): \(error)")
             }
-            ClientLog.notice(
-                "turned Wake-on-LAN on for \(interface.name) (as ethtool -s \(interface.name) wol \(WakeOnLANState.text(modes)))"
-            )
-            return nil
+            return .wakes(
+                note: "Wake-on-LAN turned on, as ethtool -s \(interface.name) wol \(WakeOnLANState.text(modes))")
         }
     }
 
@@ -312,7 +349,7 @@ public struct SleepClient: Sendable {
                 var neighbours = NeighbourFrames(interface: interface)
                 var sent = querier.send(messages)
                 neighbours.send()
-                querier.receive(until: .now + .seconds(1)) { _, _ in }
+                querier.receive(until: .now + .seconds(1)) { _, _, _ in }
                 sent += querier.send(messages)
                 neighbours.send()
                 neighbours.settle(until: min(.now + .seconds(2), settleDeadline))
@@ -325,8 +362,14 @@ public struct SleepClient: Sendable {
                 }
                 state.removeRegistration(on: name)
                 announced += 1
+                // A registration kept unconfirmed (lease 0): the proxy never answered, and may hold some of it.
+                let proxy = "\"\(saved.proxyLabel)\" at \(saved.proxyAddress)"
+                let release =
+                    saved.lease == 0
+                    ? "\(proxy) never confirmed the registration; a proxy that holds any of it lets go"
+                    : "\(proxy) lets go of this host"
                 ClientLog.notice(
-                    "returned on \(name): announced \(records.count) records with sequence \(sequence)\(neighbours.announced.isEmpty ? "" : " and \(neighbours.announced.count) addresses"); \"\(saved.proxyLabel)\" at \(saved.proxyAddress) lets go of this host"
+                    "returned on \(name): announced \(records.count) records with sequence \(sequence)\(neighbours.announced.isEmpty ? "" : " and \(neighbours.announced.count) addresses"); \(release)"
                 )
             } catch let error as ClientError {
                 ClientLog.error(error.description)

@@ -83,6 +83,33 @@ public enum ProxyRanking {
         return chosen
     }
 
+    /// A proxy seen, as `status` lists it.
+    public struct Listed: Hashable, Sendable {
+        public var proxy: DiscoveredProxy
+        /// 1 for the proxy tried first, 2 and 3 for the next ones; nil for one that would not be tried.
+        public var choice: Int?
+        /// Whether the config's `exclude` names it.
+        public var excluded: Bool
+    }
+
+    /// Every proxy seen, in the order `status` lists them: those ``choose(_:prefer:exclude:)`` picks, in the order
+    /// they would be tried; then the others the config allows, lowest metric first; then those it excludes, lowest
+    /// metric first. The one seen first goes first among equals.
+    public static func listed(_ seen: [DiscoveredProxy], prefer: [String], exclude: [String]) -> [Listed] {
+        let chosen = choose(seen, prefer: prefer, exclude: exclude)
+        let listed = seen.map { proxy in
+            Listed(
+                proxy: proxy, choice: chosen.firstIndex(of: proxy).map { $0 + 1 },
+                excluded: exclude.contains(where: proxy.isNamed))
+        }
+        let tried = chosen.compactMap { proxy in listed.first { $0.proxy == proxy } }
+        let others = listed.enumerated().filter { $0.element.choice == nil }.sorted { a, b in
+            (a.element.excluded ? 1 : 0, a.element.proxy.metric, a.offset)
+                < (b.element.excluded ? 1 : 0, b.element.proxy.metric, b.offset)
+        }
+        return tried + others.map(\.element)
+    }
+
     /// The proxies to try with an administrator's choices: those named in `prefer` first, in that order, then the
     /// best of the others as ``choose(_:excluding:)`` ranks them; none named in `exclude`; three at most.
     public static func choose(_ seen: [DiscoveredProxy], prefer: [String], exclude: [String]) -> [DiscoveredProxy] {

@@ -18,7 +18,9 @@ struct SleepProxyClientCommand: ParsableCommand {
         discussion: """
             Before a suspend, register finds the sleep proxies on each wired interface (mDNS browse for \
             _sleep-proxy._udp), learns this host's records as the LAN sees them (its services, host name and \
-            addresses, from its own mDNS responder), and registers them with the best proxy as a Mac ranks them. \
+            addresses, from its own mDNS responder, which also answers its one-shot queries directly, so that a \
+            proxy still answering for the host cannot hide them), and registers them with the best proxy as a Mac \
+            ranks them. \
             The proxy then answers for the host, takes over its addresses, and wakes it with a magic packet when \
             someone connects to one of its services. After the wake, return announces the host's records with a \
             new sequence number, and every proxy lets go of it at once.
@@ -82,8 +84,9 @@ extension SleepProxyClientCommand {
                 Exit status: 0 registered (on at least one interface); 2 no sleep proxy seen; 3 every proxy \
                 tried was silent or refused, or the time ran out (on one interface at least, and none \
                 registered); 4 Wake-on-LAN is off, asks for a SecureOn password, or is missing; 5 nothing to \
-                register (no service of this host answered on mDNS); 64 usage or config error; 69 no usable \
-                interface; 71 a socket could not be opened; 73 the state directory could not be used.
+                register (no mDNS responder on this host answered, or it publishes no service of this host); 64 \
+                usage or config error; 69 no usable interface; 71 a socket could not be opened; 73 the state \
+                directory could not be used. Each interface's outcome is one log line.
                 """)
 
         @OptionGroup var options: ClientOptions
@@ -119,7 +122,8 @@ extension SleepProxyClientCommand {
             discussion: """
                 Changes nothing. --json prints an object with sequence, stateDirectory and interfaces, each with \
                 name, mac, addresses, wakeOnLAN (on, off, enable, skip or unavailable), wakeOnLANDetail, \
-                hostName, proxies (name, metric, features, address, port, choice, excluded), records (name, \
+                hostName, proxies (name, metric, features, address, port, choice, excluded; in the order register \
+                tries them, then the others, the excluded ones last), records (name, \
                 type, ttl, unique, data), services, and lastRegistration (proxy, address, port, lease, \
                 registeredAt, expiresAt, sequence, messages).
                 """)

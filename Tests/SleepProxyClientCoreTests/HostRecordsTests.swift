@@ -113,6 +113,92 @@ import Testing
         #expect(HostRecords.reverseName(of: .v6(ula)).labels.first == Array("2".utf8))
     }
 
+    /// `answers` as a responder sends them to a one-shot query: every record in the answer section, the TTL cut to
+    /// 10 s, no cache-flush bit (RFC 6762 section 6.7; avahi-daemon's `avahi_server_generate_response`).
+    static func legacyUnicast(_ answers: [DNSMessage]) -> [DNSMessage] {
+        answers.map { message in
+            var records = message.answers + message.additionals
+            for index in records.indices {
+                records[index].ttl = min(records[index].ttl, 10)
+                records[index].cacheFlush = false
+            }
+            return DNSMessage(
+                id: 0x1234, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: records)
+        }
+    }
+
+    /// Only legacy-unicast answers, as when a proxy holding the host (or a cache) keeps the host's responder from
+    /// answering by multicast: the same records, with the TTLs and cache-flush bits avahi-daemon publishes them
+    /// with (120 s for the address, SRV and reverse mapping, 4500 s for the rest; browsing PTRs shared).
+    @Test func legacyUnicastAnswersGiveTheRecordsAsPublished() throws {
+        var multicast = HostRecords(addresses: Self.own, fallbackHostName: nil)
+        for message in Self.avahiAnswers { multicast.received(message, from: Self.own[0]) }
+        var oneShot = HostRecords(addresses: Self.own, fallbackHostName: nil)
+        for message in Self.legacyUnicast(Self.avahiAnswers) {
+            let taken = oneShot.received(message, from: Self.own[0], via: .legacyUnicast)
+            #expect(taken)
+        }
+        #expect(oneShot.hostName == Self.host && oneShot.services == [Self.ssh])
+        #expect(oneShot.records == multicast.records)
+        #expect(oneShot.records.allSatisfy { $0.ttl > 10 })
+    }
+
+    /// A multicast answer's TTL and cache-flush bit win over the rules, whichever comes first: a responder that
+    /// publishes other TTLs than RFC 6762 suggests (systemd-resolved gives 120 s to every record) keeps them.
+    @Test func multicastAnswersKeepTheirTTLsOverLegacyUnicastOnes() throws {
+        let published = Self.response([
+            DNSRecord(name: Self.ssh, ttl: 120, cacheFlush: true, rdata: .txt(try TXTData([])))
+        ])
+        let legacy = Self.legacyUnicast([published])[0]
+        // The instance, listed under its type with an SRV: what makes `records` take its TXT.
+        let listing = [
+            Self.response([DNSRecord(name: HostRecords.serviceTypes, ttl: 4500, rdata: .ptr("_ssh._tcp.local."))]),
+            Self.response([DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(Self.ssh))]),
+            Self.response([
+                DNSRecord(name: Self.ssh, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 22, target: Self.host)))
+            ]),
+        ]
+        let orders: [([DNSMessage], [HostRecords.AnswerPath], UInt32)] = [
+            ([legacy, published, legacy], [.legacyUnicast, .multicast, .legacyUnicast], 120),
+            ([published, legacy], [.multicast, .legacyUnicast], 120),
+            ([legacy], [.legacyUnicast], 4500),
+        ]
+        for (messages, paths, ttl) in orders {
+            var learner = HostRecords(addresses: Self.own, fallbackHostName: Self.host)
+            for message in listing { learner.received(message, from: Self.own[0]) }
+            for (message, path) in zip(messages, paths) { learner.received(message, from: Self.own[0], via: path) }
+            let txt = learner.records.filter { $0.type == .txt }
+            #expect(txt.count == 1 && txt.first?.ttl == ttl && txt.first?.cacheFlush == true, "\(paths): \(txt)")
+        }
+    }
+
+    /// The rules for a record known only from a legacy-unicast answer, by kind.
+    @Test(arguments: [
+        (DNSRecord(name: host, ttl: 10, rdata: .a(IPv4Address(10, 77, 0, 2))), UInt32(120), true),
+        (DNSRecord(name: host, ttl: 10, rdata: .aaaa(IPv6Address("fd77::2")!)), 120, true),
+        (DNSRecord(name: "2.0.77.10.in-addr.arpa.", ttl: 10, rdata: .ptr(host)), 120, true),
+        (DNSRecord(name: ssh, ttl: 10, rdata: .srv(SRVData(port: 22, target: host))), 120, true),
+        (DNSRecord(name: ssh, ttl: 10, rdata: .txt(try! TXTData([]))), 4500, true),
+        (DNSRecord(name: "_ssh._tcp.local.", ttl: 10, rdata: .ptr(ssh)), 4500, false),
+        (DNSRecord(name: HostRecords.serviceTypes, ttl: 10, rdata: .ptr("_ssh._tcp.local.")), 4500, false),
+    ])
+    func standardizedTTLsAndUniqueness(record: DNSRecord, ttl: UInt32, unique: Bool) {
+        let standardized = HostRecords.standardized(record)
+        #expect(standardized.ttl == ttl && standardized.cacheFlush == unique)
+        #expect(standardized.name == record.name && standardized.rdata == record.rdata)
+    }
+
+    /// Whether a responder on this host answered at all: what the message of "nothing to register" turns on.
+    @Test func aResponderThatAnsweredIsKnownEvenWithoutServices() throws {
+        var learner = HostRecords(addresses: Self.own, fallbackHostName: Self.host)
+        learner.received(Self.response([]), from: .v4(IPv4Address(10, 77, 0, 1)), via: .legacyUnicast)
+        #expect(!learner.responderAnswered)
+        learner.received(
+            Self.response([DNSRecord(name: Self.host, ttl: 10, rdata: .a(IPv4Address(10, 77, 0, 2)))]),
+            from: Self.own[0], via: .legacyUnicast)
+        #expect(learner.responderAnswered && learner.services.isEmpty)
+    }
+
     /// What to ask: everything at first; nothing that has been answered.
     @Test func questionsShrinkAsAnswersArrive() throws {
         var learner = HostRecords(addresses: Self.own, fallbackHostName: nil)

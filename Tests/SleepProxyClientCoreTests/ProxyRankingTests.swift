@@ -80,4 +80,23 @@ import Testing
         #expect(Self.names(ProxyRanking.choose(seen, prefer: [], exclude: [])) == Self.names(ProxyRanking.choose(seen)))
         #expect(!Self.proxy("20-30-50-73.1 homeserver").isNamed("home"))
     }
+
+    /// `status` lists the proxies in the order `register` tries them, then the others, then the excluded ones,
+    /// whatever order they were heard in.
+    @Test func statusListsTheProxiesInTheOrderTheyAreTried() {
+        let seen = [
+            "70-35-60-63 Apple TV", "10-10-10-10 Kitchen", "80-99-99-99 Mac", "50-30-50-73 nas", "60-30-50-73 old",
+            "30-30-50-73 attic", "20-30-50-73.1 homeserver",
+        ].map(Self.proxy)
+        let listed = ProxyRanking.listed(seen, prefer: ["old"], exclude: ["kitchen"])
+        #expect(
+            Self.names(listed.map(\.proxy)) == [
+                "60-30-50-73 old", "20-30-50-73.1 homeserver", "30-30-50-73 attic", "50-30-50-73 nas",
+                "70-35-60-63 Apple TV", "80-99-99-99 Mac", "10-10-10-10 Kitchen",
+            ])
+        #expect(listed.map(\.choice) == [1, 2, 3, nil, nil, nil, nil])
+        #expect(listed.map(\.excluded) == [false, false, false, false, false, false, true])
+        let plain = ProxyRanking.listed(seen, prefer: [], exclude: [])
+        #expect(Self.names(plain.prefix(3).map(\.proxy)) == Self.names(ProxyRanking.choose(seen)))
+    }
 }

@@ -72,6 +72,11 @@ struct SleepClientLabTests {
         return formatter.date(from: String(stamp))?.timeIntervalSince1970
     }
 
+    /// The lines of a command's standard error.
+    static func lines(_ text: String) -> [Substring] {
+        text.split(separator: "\n")
+    }
+
     static func writeConfig(_ lab: Lab, _ text: String = "") throws {
         try text.write(toFile: lab.workDirectory + "/client.toml", atomically: true, encoding: .utf8)
     }
@@ -110,7 +115,12 @@ struct SleepClientLabTests {
                 register.stderr.contains(
                     "registered eth0 with \"20-30-50-73.1 Lab Proxy\" at \(lab.host(.proxy).ipv4) port 5354 for 7200 s"),
                 "\(register)")
-            #expect(register.stderr.contains("not checked"), "the skipped check is logged: \(register)")
+            // One line says how it ended, with the skipped check on it (README: one line per outcome).
+            #expect(Self.lines(register.stderr).count == 1, "\(register)")
+            #expect(
+                register.stderr.hasSuffix(
+                    ", wake MAC 02:77:00:00:00:02 (Wake-on-LAN not checked: wake_on_lan = \"skip\")\n"),
+                "\(register)")
             let sequence = try Self.sequence(lab)
             #expect(register.stderr.contains("sequence \(sequence),"), "\(register)")
 
@@ -234,6 +244,201 @@ struct SleepClientLabTests {
         }
     }
 
+    /// The questions the client asks about the sleeper with its two services, as a query each.
+    static let sleeperQuestions: [(name: String, type: String)] = [
+        ("2.0.77.10.in-addr.arpa", "PTR"), ("_services._dns-sd._udp.local", "PTR"), ("_ssh._tcp.local", "PTR"),
+        ("_smb._tcp.local", "PTR"), ("sleeper SSH._ssh._tcp.local", "SRV"), ("sleeper SSH._ssh._tcp.local", "TXT"),
+        ("sleeper files._smb._tcp.local", "SRV"), ("sleeper files._smb._tcp.local", "TXT"), ("sleeper.local", "A"),
+        ("sleeper.local", "AAAA"),
+    ]
+
+    /// Another querier in the waker: asks `sleeperQuestions` as multicast queries from port 5353, on IPv4 and
+    /// IPv6, every 100 ms, so that every responder that holds those records (the proxy) answers them whenever it may.
+    static func startQuerier(_ lab: Lab) throws -> LabProcess {
+        let messages = try sleeperQuestions.map { question in
+            try Lab.mdnsQuery(name: question.name, type: question.type, unicastResponse: false)
+                .map { String(format: "%02x", $0) }.joined()
+        }
+        return try lab.spawn(.waker, ["python3", "-c", querierScript, Lab.interfaceName] + messages)
+    }
+
+    /// Sends the messages given (hex) to the mDNS group from port 5353 on both families every 100 ms, until killed.
+    static let querierScript = """
+        import socket, sys, time
+        index = socket.if_nametoindex(sys.argv[1])
+        messages = [bytes.fromhex(h) for h in sys.argv[2:]]
+        v4 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        v6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        for s in (v4, v6):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        v4.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
+        v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 255)
+        v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, index)
+        v4.bind(("0.0.0.0", 5353))
+        v6.bind(("::", 5353))
+        print("asking", flush=True)
+        while True:
+            for m in messages:
+                v4.sendto(m, ("224.0.0.251", 5353))
+                v6.sendto(m, ("ff02::fb", 5353, 0, index))
+            time.sleep(0.1)
+        """
+
+    /// A proxy that holds this host (a suspend that was aborted, a second `register`, a `return` that did not
+    /// reach it) answers the client's questions about the host, with another querier on the link asking them too,
+    /// and the host's avahi-daemon keeps back what the proxy answered first (duplicate answer suppression, RFC 6762
+    /// section 7.4). `register` learns the records all the same, from the host's own responder and not from the
+    /// proxy: a service the host no longer publishes, which the proxy still answers for, is not registered again.
+    @Test func registeringAgainWhileTheProxyHoldsTheHost() async throws {
+        try await Lab.withLab { lab in
+            try Self.writeConfig(lab)
+            let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
+            defer { daemon.signal(SIGTERM) }
+            let avahi = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: Self.services)
+            let proxy = lab.host(.proxy)
+            let sleeper = lab.host(.sleeper)
+            let first = try await Self.client(lab, "register")
+            #expect(first.status == 0 && first.stderr.contains(": 12 records in 1 message"), "\(first)")
+            // The proxy answers for the host while it is awake: a query from the waker has its answer.
+            let answers = try await lab.multicastQuery(
+                from: .waker, name: "sleeper SSH._ssh._tcp.local", type: "SRV", listen: .milliseconds(1_500))
+            #expect(answers.contains { $0.source == proxy.ipv4 }, "\(answers)")
+
+            let querier = try Self.startQuerier(lab)
+            defer { querier.signal(SIGTERM) }
+            _ = try await eventually("the querier's start", within: .seconds(5)) {
+                querier.stdout.contains("asking") ? true : nil
+            }
+            // Back to back, as a second `register` before `return`: each learns every record.
+            for _ in 0..<4 {
+                let again = try await Self.client(lab, "register")
+                #expect(again.status == 0 && again.stderr.contains(": 12 records in 1 message"), "\(again)")
+            }
+
+            // The host stops publishing its file service; the proxy still holds it and answers for it.
+            try FileManager.default.removeItem(atPath: avahi.directory + "/services/1.service")
+            avahi.daemon.signal(SIGHUP)
+            _ = try await eventually("the sleeper's avahi withdrawing its file service", within: .seconds(10)) {
+                let own = try await lab.dig(from: .waker, server: sleeper.ipv4, name: "_smb._tcp.local", type: "PTR")
+                return own.answers.isEmpty ? true : nil
+            }
+            let held = try await lab.dig(from: .waker, server: proxy.ipv4, name: "_smb._tcp.local", type: "PTR")
+            #expect(held.answers.contains { $0.data == "sleeper\\032files._smb._tcp.local." }, "\(held)")
+            let fewer = try await Self.client(lab, "register")
+            #expect(fewer.status == 0 && fewer.stderr.contains(": 8 records in 1 message"), "\(fewer)")
+            let json = try await Self.client(lab, "status", ["--json"])
+            let report = try JSONDecoder().decode(ClientStatusReport.self, from: Data(json.stdout.utf8))
+            let records = try #require(report.interfaces.first).records
+            #expect(records.count == 8 && !records.contains { $0.name.contains("_smb") }, "\(json.stdout)")
+        }
+    }
+
+    /// A cache on the link (a misbehaving reflector) repeats the host's own answers every 100 ms, so that its
+    /// avahi-daemon, which has just "heard" each record, answers no multicast question about it (RFC 6762 section
+    /// 7.4), while a real querier (another host's avahi-browse) keeps asking. The client still learns the host's
+    /// records, with the TTLs and cache-flush bits they are published with, and not from the cache.
+    @Test func aCacheRepeatingTheHostsAnswersDoesNotSilenceThem() async throws {
+        try await Lab.withLab { lab in
+            try Self.writeConfig(lab)
+            let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
+            defer { daemon.signal(SIGTERM) }
+            _ = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: Self.services)
+            let waker = try await lab.startAvahi(on: .waker, hostName: "waker")
+            let browser = try waker.startBrowsing("_ssh._tcp")
+            defer { browser.stop() }
+            let sleeper = lab.host(.sleeper)
+            let cache = try lab.spawn(
+                .waker,
+                [
+                    "python3", "-c", Self.cacheScript, Lab.interfaceName, sleeper.ipv4, sleeper.ipv6LinkLocal,
+                    sleeper.ula,
+                ])
+            defer { cache.signal(SIGTERM) }
+            _ = try await eventually("the cache's start", within: .seconds(5)) {
+                cache.stdout.contains("listening") ? true : nil
+            }
+            // What the host publishes, learned while nothing repeats it; the cache keeps the answers it hears.
+            let baseline = try await Self.statusRecords(lab)
+            #expect(baseline.count == 12, "\(baseline)")
+            #expect(cache.stdout.contains("kept 4 ") && cache.stdout.contains("kept 6 "), "\(cache.stdout)")
+            cache.signal(SIGUSR1)
+            _ = try await eventually("the cache's first repetition", within: .seconds(5)) {
+                cache.stdout.contains("repeating") ? true : nil
+            }
+            // The host's avahi is silenced: a question from the proxy's host gets the cache's answer, not its own.
+            let answers = try await lab.multicastQuery(
+                from: .proxy, name: "sleeper SSH._ssh._tcp.local", type: "SRV", listen: .milliseconds(1_500))
+            #expect(!answers.contains { $0.source == sleeper.ipv4 }, "\(answers)")
+            #expect(answers.contains { $0.source == lab.host(.waker).ipv4 }, "\(answers)")
+
+            let learned = try await Self.statusRecords(lab)
+            #expect(learned == baseline)
+            for _ in 0..<2 {
+                let register = try await Self.client(lab, "register")
+                #expect(register.status == 0 && register.stderr.contains(": 12 records in 1 message"), "\(register)")
+            }
+        }
+    }
+
+    /// The records `status --json` lists for eth0, in a set.
+    static func statusRecords(_ lab: Lab) async throws -> Set<ClientStatusReport.Record> {
+        let json = try await Self.client(lab, "status", ["--json"])
+        let report = try JSONDecoder().decode(ClientStatusReport.self, from: Data(json.stdout.utf8))
+        return Set(try #require(report.interfaces.first, "\(json)").records)
+    }
+
+    /// Listens on port 5353 (IPv4 and IPv6) and keeps every response the addresses given send; after SIGUSR1,
+    /// sends them all again, from this host, every 100 ms. Prints `kept <family> <count>` for each response kept.
+    static let cacheScript = """
+        import select, signal, socket, struct, sys, time
+        index = socket.if_nametoindex(sys.argv[1])
+        sources = set(sys.argv[2:])
+        repeating = False
+        def start(*_):
+            global repeating
+            repeating = True
+        signal.signal(signal.SIGUSR1, start)
+        v4 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        v6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        for s in (v4, v6):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        v4.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
+        v4.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, struct.pack("=4s4si", bytes(4), bytes(4), index))
+        v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 255)
+        v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, index)
+        v4.bind(("0.0.0.0", 5353))
+        v6.bind(("::", 5353))
+        v4.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                      struct.pack("=4s4si", socket.inet_aton("224.0.0.251"), bytes(4), index))
+        v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP,
+                      struct.pack("=16sI", socket.inet_pton(socket.AF_INET6, "ff02::fb"), index))
+        kept = {4: [], 6: []}
+        print("listening", flush=True)
+        next_round = time.monotonic()
+        while True:
+            try:
+                ready = select.select([v4, v6], [], [], 0.02)[0]
+            except InterruptedError:
+                ready = []
+            for s in ready:
+                data, source = s.recvfrom(9000)
+                family = 4 if s is v4 else 6
+                if source[0].split("%")[0] in sources and len(data) > 12 and data[2] & 0x80 and data not in kept[family]:
+                    kept[family].append(data)
+                    print("kept", family, len(kept[family]), flush=True)
+            if repeating and time.monotonic() >= next_round:
+                for m in kept[4]:
+                    v4.sendto(m, ("224.0.0.251", 5353))
+                for m in kept[6]:
+                    v6.sendto(m, ("ff02::fb", 5353, 0, index))
+                print("repeating", len(kept[4]), len(kept[6]), flush=True)
+                next_round = time.monotonic() + 0.1
+        """
+
     /// A second proxy with better numbers, in a fourth host: the client registers there, as a Mac would.
     @Test func aProxyWithBetterMetricsIsChosen() async throws {
         try await Lab.withLab { lab in
@@ -256,8 +461,12 @@ struct SleepClientLabTests {
             _ = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: Self.services)
 
             let status = try await Self.client(lab, "status")
-            #expect(status.stdout.contains("1. 10-30-50-73.1 Better Proxy  (metric 103050"), "\(status)")
-            #expect(status.stdout.contains("2. 20-30-50-73.1 Lab Proxy  (metric 203050"), "\(status)")
+            // In the order register tries them, whichever was heard first.
+            let listed = Self.lines(status.stdout).filter { $0.contains(" Proxy  (metric ") }
+            #expect(
+                listed.map { $0.trimmingCharacters(in: .whitespaces).prefix(30) } == [
+                    "1. 10-30-50-73.1 Better Proxy ", "2. 20-30-50-73.1 Lab Proxy  (m",
+                ], "\(status)")
             let register = try await Self.client(lab, "register")
             #expect(register.status == 0, "\(register)")
             #expect(
@@ -420,7 +629,10 @@ struct SleepClientLabTests {
             let avahi = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: Self.services)
             let none = try await Self.client(lab, "register")
             #expect(none.status == 2, "\(none)")
-            #expect(none.stderr.contains("no sleep proxy seen on eth0"), "\(none)")
+            #expect(
+                Self.lines(none.stderr) == [
+                    "sleepproxy-client: no sleep proxy seen on eth0 (browsed _sleep-proxy._udp.local) (Wake-on-LAN not checked: wake_on_lan = \"skip\")"
+                ], "\(none)")
             #expect(!FileManager.default.fileExists(atPath: Self.stateDirectory(lab, .sleeper) + "/registration-eth0"))
 
             let silent = try lab.spawn(.waker, ["nc", "-u", "-l", "-k", "5999"])
@@ -434,16 +646,37 @@ struct SleepClientLabTests {
                 unanswered.stderr.contains(
                     "no sleep proxy answered on eth0: tried \"10-10-10-10 Silent\" (silent), 3 sendings each"),
                 "\(unanswered)")
+            #expect(Self.lines(unanswered.stderr).count == 1, "\(unanswered)")
             // Not confirmed, yet perhaps held in part: kept, so that `return` announces the return all the same.
             let kept = try String(
                 contentsOfFile: Self.stateDirectory(lab, .sleeper) + "/registration-eth0", encoding: .utf8)
             #expect(kept.contains("\nlease 0\n"), "\(kept)")
+            // Its return says what happened: the proxy never confirmed, and whoever holds any of it lets go.
+            let returned = try await Self.client(lab, "return")
+            #expect(returned.status == 0, "\(returned)")
+            #expect(
+                returned.stderr.contains(
+                    "; \"10-10-10-10 Silent\" at \(lab.host(.waker).ipv4) never confirmed the registration; a proxy that holds any of it lets go\n"
+                ), "\(returned)")
+            #expect(!returned.stderr.contains("lets go of this host"), "\(returned)")
 
+            // A responder that publishes no service: it answers, with the host's name and addresses only.
             await avahi.stop(graceful: true)
-            _ = try await lab.startAvahi(on: .sleeper, hostName: "sleeper")
+            let bare = try await lab.startAvahi(on: .sleeper, hostName: "sleeper")
             let nothing = try await Self.client(lab, "register")
             #expect(nothing.status == 5, "\(nothing)")
-            #expect(nothing.stderr.contains("nothing to register on eth0: no service of this host"), "\(nothing)")
+            #expect(
+                Self.lines(nothing.stderr) == [
+                    "sleepproxy-client: nothing to register on eth0: this host's mDNS responder answered, but publishes no service of sleeper.local. there (placeholders on port 9 such as _workstation._tcp do not count, nor services of other hosts); publish one, such as ssh in /etc/avahi/services (Wake-on-LAN not checked: wake_on_lan = \"skip\")"
+                ], "\(nothing)")
+            // No responder at all.
+            await bare.stop(graceful: true)
+            let noResponder = try await Self.client(lab, "register")
+            #expect(noResponder.status == 5, "\(noResponder)")
+            #expect(
+                noResponder.stderr.contains(
+                    "nothing to register on eth0: no mDNS responder on this host answered on eth0, not even its one-shot queries; is avahi-daemon running"
+                ), "\(noResponder)")
         }
     }
 }
