@@ -225,7 +225,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SleepProxyCtlTests",
-            dependencies: ["sleepproxyctl", "SleepProxyControl"],
+            dependencies: [
+                "sleepproxyctl", "SleepProxyControl",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
