@@ -22,18 +22,23 @@ final class LinkQuerier {
     private let sockets: [DatagramSocket]
     private let oneShotSockets: [DatagramSocket]
 
-    init(_ interface: ClientInterface) throws(ClientError) {
+    /// `oneShot`: open the one-shot querier's sockets too (to learn records; `return` only announces).
+    init(_ interface: ClientInterface, oneShot: Bool = true) throws(ClientError) {
         self.interface = interface
         var sockets: [DatagramSocket] = []
         var oneShotSockets: [DatagramSocket] = []
         do {
             if interface.addresses.contains(where: { if case .v4 = $0 { true } else { false } }) {
                 sockets.append(try DatagramSocket.multicastDNS(family: .ipv4, interfaceIndex: interface.index))
-                oneShotSockets.append(try DatagramSocket.oneShotQuerier(family: .ipv4, interface: interface.name))
+                if oneShot {
+                    oneShotSockets.append(try DatagramSocket.oneShotQuerier(family: .ipv4, interface: interface.name))
+                }
             }
             if interface.addresses.contains(where: { if case .v6 = $0 { true } else { false } }) {
                 sockets.append(try DatagramSocket.multicastDNS(family: .ipv6, interfaceIndex: interface.index))
-                oneShotSockets.append(try DatagramSocket.oneShotQuerier(family: .ipv6, interface: interface.name))
+                if oneShot {
+                    oneShotSockets.append(try DatagramSocket.oneShotQuerier(family: .ipv6, interface: interface.name))
+                }
             }
         } catch {
             for socket in sockets + oneShotSockets { socket.close() }

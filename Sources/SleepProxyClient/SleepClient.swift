@@ -342,7 +342,7 @@ public struct SleepClient: Sendable {
                 let records = WakeAnnouncement.records(try saved.records(), addresses: interface.addresses)
                 let owner = OwnerOption(sequence: sequence.value, primaryMAC: interface.mac)
                 let messages = try WakeAnnouncement.messages(records: records, owner: owner)
-                let querier = try LinkQuerier(interface)
+                let querier = try LinkQuerier(interface, oneShot: false)
                 // Announced twice, a second apart (RFC 6762 section 8.3), so that one lost packet does not leave
                 // the proxy holding the host; then nothing more. With each, the addresses for the neighbour caches
                 // (those whose duplicate address detection is over; any still in it are announced once it is).

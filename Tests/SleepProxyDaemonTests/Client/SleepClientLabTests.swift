@@ -262,11 +262,11 @@ struct SleepClientLabTests {
         return try lab.spawn(.waker, ["python3", "-c", querierScript, Lab.interfaceName] + messages)
     }
 
-    /// Sends the messages given (hex) to the mDNS group from port 5353 on both families every 100 ms, until killed.
-    static let querierScript = """
-        import socket, sys, time
+    /// The start of the lab's Python mDNS peers: `index` of the interface named first, and `v4` and `v6` sockets
+    /// bound to port 5353 beside the host's responder, sending multicast out of that interface with TTL 255.
+    static let mdnsSockets = """
+        import select, signal, socket, struct, sys, time
         index = socket.if_nametoindex(sys.argv[1])
-        messages = [bytes.fromhex(h) for h in sys.argv[2:]]
         v4 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         v6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
         v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
@@ -274,17 +274,25 @@ struct SleepClientLabTests {
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         v4.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
+        v4.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, struct.pack("=4s4si", bytes(4), bytes(4), index))
         v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 255)
         v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, index)
         v4.bind(("0.0.0.0", 5353))
         v6.bind(("::", 5353))
-        print("asking", flush=True)
-        while True:
-            for m in messages:
-                v4.sendto(m, ("224.0.0.251", 5353))
-                v6.sendto(m, ("ff02::fb", 5353, 0, index))
-            time.sleep(0.1)
+
         """
+
+    /// Sends the messages given (hex) to the mDNS group from port 5353 on both families every 100 ms, until killed.
+    static let querierScript =
+        mdnsSockets + """
+            messages = [bytes.fromhex(h) for h in sys.argv[2:]]
+            print("asking", flush=True)
+            while True:
+                for m in messages:
+                    v4.sendto(m, ("224.0.0.251", 5353))
+                    v6.sendto(m, ("ff02::fb", 5353, 0, index))
+                time.sleep(0.1)
+            """
 
     /// A proxy that holds this host (a suspend that was aborted, a second `register`, a `return` that did not
     /// reach it) answers the client's questions about the host, with another querier on the link asking them too,
@@ -391,53 +399,40 @@ struct SleepClientLabTests {
 
     /// Listens on port 5353 (IPv4 and IPv6) and keeps every response the addresses given send; after SIGUSR1,
     /// sends them all again, from this host, every 100 ms. Prints `kept <family> <count>` for each response kept.
-    static let cacheScript = """
-        import select, signal, socket, struct, sys, time
-        index = socket.if_nametoindex(sys.argv[1])
-        sources = set(sys.argv[2:])
-        repeating = False
-        def start(*_):
-            global repeating
-            repeating = True
-        signal.signal(signal.SIGUSR1, start)
-        v4 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        v6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-        v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-        for s in (v4, v6):
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        v4.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
-        v4.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, struct.pack("=4s4si", bytes(4), bytes(4), index))
-        v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 255)
-        v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, index)
-        v4.bind(("0.0.0.0", 5353))
-        v6.bind(("::", 5353))
-        v4.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
-                      struct.pack("=4s4si", socket.inet_aton("224.0.0.251"), bytes(4), index))
-        v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP,
-                      struct.pack("=16sI", socket.inet_pton(socket.AF_INET6, "ff02::fb"), index))
-        kept = {4: [], 6: []}
-        print("listening", flush=True)
-        next_round = time.monotonic()
-        while True:
-            try:
-                ready = select.select([v4, v6], [], [], 0.02)[0]
-            except InterruptedError:
-                ready = []
-            for s in ready:
-                data, source = s.recvfrom(9000)
-                family = 4 if s is v4 else 6
-                if source[0].split("%")[0] in sources and len(data) > 12 and data[2] & 0x80 and data not in kept[family]:
-                    kept[family].append(data)
-                    print("kept", family, len(kept[family]), flush=True)
-            if repeating and time.monotonic() >= next_round:
-                for m in kept[4]:
-                    v4.sendto(m, ("224.0.0.251", 5353))
-                for m in kept[6]:
-                    v6.sendto(m, ("ff02::fb", 5353, 0, index))
-                print("repeating", len(kept[4]), len(kept[6]), flush=True)
-                next_round = time.monotonic() + 0.1
-        """
+    static let cacheScript =
+        mdnsSockets + """
+            sources = set(sys.argv[2:])
+            repeating = False
+            def start(*_):
+                global repeating
+                repeating = True
+            signal.signal(signal.SIGUSR1, start)
+            v4.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                          struct.pack("=4s4si", socket.inet_aton("224.0.0.251"), bytes(4), index))
+            v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP,
+                          struct.pack("=16sI", socket.inet_pton(socket.AF_INET6, "ff02::fb"), index))
+            kept = {4: [], 6: []}
+            print("listening", flush=True)
+            next_round = time.monotonic()
+            while True:
+                try:
+                    ready = select.select([v4, v6], [], [], 0.02)[0]
+                except InterruptedError:
+                    ready = []
+                for s in ready:
+                    data, source = s.recvfrom(9000)
+                    family = 4 if s is v4 else 6
+                    if source[0].split("%")[0] in sources and len(data) > 12 and data[2] & 0x80 and data not in kept[family]:
+                        kept[family].append(data)
+                        print("kept", family, len(kept[family]), flush=True)
+                if repeating and time.monotonic() >= next_round:
+                    for m in kept[4]:
+                        v4.sendto(m, ("224.0.0.251", 5353))
+                    for m in kept[6]:
+                        v6.sendto(m, ("ff02::fb", 5353, 0, index))
+                    print("repeating", len(kept[4]), len(kept[6]), flush=True)
+                    next_round = time.monotonic() + 0.1
+            """
 
     /// A second proxy with better numbers, in a fourth host: the client registers there, as a Mac would.
     @Test func aProxyWithBetterMetricsIsChosen() async throws {

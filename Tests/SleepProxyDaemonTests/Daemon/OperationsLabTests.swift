@@ -92,8 +92,7 @@ struct OperationsLabTests {
         }
     }
 
-    /// Every frame `nic` sees until `done` holds (asked every 100 ms, for at most `timeout`), and half a second
-    /// more for stragglers.
+    /// Every frame `nic` sees until `done` holds (asked every 100 ms, for at most `timeout`).
     func frames(
         of nic: CaptureStream, _ what: String, within timeout: Duration, until done: @escaping @Sendable () -> Bool
     ) async throws -> [CapturedFrame] {
@@ -101,7 +100,6 @@ struct OperationsLabTests {
         let reader = Task { for await frame in nic.frames { seen.withLock { $0.append(frame) } } }
         defer { reader.cancel() }
         _ = try await eventually(what, within: timeout) { done() ? true : nil }
-        try await Task.sleep(for: .milliseconds(500))
         return seen.withLock { $0 }
     }
 
