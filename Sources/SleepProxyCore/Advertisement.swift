@@ -105,6 +105,29 @@ struct Advertisement: Sendable {
 
     var uniqueRecords: [DNSRecord] { records.filter(\.cacheFlush) }
     var isAnswering: Bool { state == .announced || { if case .announcing = state { true } else { false } }() }
+    /// What it answers questions with: its records once announcing, none while it probes.
+    var answered: [DNSRecord] { isAnswering ? records : [] }
+}
+
+/// The proxy's advertisement on each interface, and a `generation` that moves whenever what they answer changes
+/// (their records, or whether they answer at all), never with their timers: it is one of the two sources of the
+/// answer cache's one validity rule (`AnswerSources`).
+struct Advertisements: Sendable {
+    private var byInterface: [InterfaceName: Advertisement] = [:]
+    private(set) var generation: UInt64 = 0
+
+    subscript(interface: InterfaceName) -> Advertisement? { byInterface[interface] }
+
+    /// The interfaces advertised on, in order.
+    var interfaces: [InterfaceName] { byInterface.keys.sorted() }
+
+    var all: Dictionary<InterfaceName, Advertisement>.Values { byInterface.values }
+
+    /// Keeps `advertisement` for `interface` (nil stops it), moving `generation` on if what it answers changed.
+    mutating func set(_ advertisement: Advertisement?, on interface: InterfaceName) {
+        if byInterface[interface]?.answered ?? [] != advertisement?.answered ?? [] { generation &+= 1 }
+        byInterface[interface] = advertisement
+    }
 }
 
 extension SleepProxyCore {
@@ -117,17 +140,17 @@ extension SleepProxyCore {
         var advertisement = Advertisement(
             configuration: configuration, port: port, state: .probing(sent: 0, next: now))
         advertisement.buildRecords(for: link)
-        advertisements[interface] = advertisement
-        return advance(interface, now: now)
+        advertisements.set(advertisement, on: interface)
+        return stepAdvertisement(on: interface, now: now)
     }
 
     /// Stops advertising on `interface`, or everywhere, saying goodbye (TTL 0) for every record that was
     /// announced.
     mutating func withdrawAdvertisement(on only: InterfaceName?, now: UnixTime) -> [Action] {
         var actions: [Action] = []
-        for (interface, advertisement) in advertisements.sorted(by: { $0.key < $1.key })
-        where only.map({ $0 == interface }) ?? true {
-            defer { advertisements[interface] = nil }
+        for interface in advertisements.interfaces where only.map({ $0 == interface }) ?? true {
+            guard let advertisement = advertisements[interface] else { continue }
+            defer { advertisements.set(nil, on: interface) }
             guard advertisement.isAnswering else { continue }
             let goodbyes = advertisement.records.map { record in
                 var copy = record
@@ -145,8 +168,9 @@ extension SleepProxyCore {
         advertisements[interface]?.records.first { $0.type == .srv }?.name
     }
 
-    /// Moves an advertisement through probing and announcing as its times come.
-    mutating func advance(_ interface: InterfaceName, now: UnixTime) -> [Action] {
+    /// Moves an advertisement through probing and announcing as its times come; kept back only when a step was
+    /// taken.
+    mutating func stepAdvertisement(on interface: InterfaceName, now: UnixTime) -> [Action] {
         guard var advertisement = advertisements[interface] else { return [] }
         var actions: [Action] = []
         switch advertisement.state {
@@ -166,8 +190,8 @@ extension SleepProxyCore {
                 advertisement.state = .probing(sent: sent + 1, next: now + .milliseconds(250))
             } else {
                 advertisement.state = .announcing(sent: 0, next: now)
-                advertisements[interface] = advertisement
-                return actions + advance(interface, now: now)
+                advertisements.set(advertisement, on: interface)
+                return actions + stepAdvertisement(on: interface, now: now)
             }
         case .announcing(let sent, let next) where next <= now:
             actions += multicastNow(advertisement.records, interface: interface)
@@ -176,14 +200,14 @@ extension SleepProxyCore {
             }
             advertisement.state = sent + 1 < 2 ? .announcing(sent: sent + 1, next: now + .seconds(1)) : .announced
         default:
-            break
+            return []
         }
-        advertisements[interface] = advertisement
+        advertisements.set(advertisement, on: interface)
         return actions
     }
 
     var advertisementDeadline: UnixTime? {
-        advertisements.values.compactMap { advertisement -> UnixTime? in
+        advertisements.all.compactMap { advertisement -> UnixTime? in
             switch advertisement.state {
             case .probing(_, let next), .announcing(_, let next): next
             case .announced: nil
@@ -216,7 +240,7 @@ extension SleepProxyCore {
         guard let link = links[packet.interface] else { return [] }
         advertisement.buildRecords(for: link)
         advertisement.state = .probing(sent: 0, next: now + .seconds(1))
-        advertisements[packet.interface] = advertisement
+        advertisements.set(advertisement, on: packet.interface)
         return [
             .log(
                 .warning,

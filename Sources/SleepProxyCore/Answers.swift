@@ -221,10 +221,9 @@ extension SleepProxyCore {
     }
 
     /// The answer to a question (held records, or the NSEC saying a unique name lacks the type), from the cache
-    /// when nothing it depends on has changed since it was computed: the cache holds answers of one generation of
-    /// the held hosts (`HeldHosts.generation`, which moves with every change to held records, wakes and record
-    /// probes, and when a probe ends) and of one advertisement. A cached answer is never one that the proxy should
-    /// no longer give; a captured frame that changes none of these leaves it.
+    /// when nothing it depends on has changed since it was computed (`AnswerSources`: the held hosts and the
+    /// proxy's advertisements). A cached answer is never one that the proxy should no longer give; a tick, or a
+    /// captured frame, that changes neither leaves it.
     mutating func cachedAnswer(_ key: AnswerCacheKey, _ name: DNSName, now: UnixTime) -> CachedAnswer {
         if let cached = schedule.answerCache[key] {
             statistics.answerCacheHits += 1
@@ -243,7 +242,8 @@ extension SleepProxyCore {
     /// Empties the answer cache if anything it depends on changed by `now`.
     mutating func validateAnswerCache(now: UnixTime) {
         hosts.noteProbeEnds(by: now)
-        schedule.keepAnswers(ofGeneration: hosts.generation)
+        schedule.keepAnswers(
+            workedOutFrom: AnswerSources(held: hosts.generation, advertised: advertisements.generation))
     }
 
     /// The additional records for all of a cached answer's records, computed once.

@@ -36,14 +36,14 @@ extension SleepProxyCore {
         hosts.moveProbeEnds(by: step)
         for key in declared.keys { declared[key]?.liveness.moveTimes(by: step) }
         schedule.clockStepped(by: step)
-        for (interface, advertisement) in advertisements {
-            var copy = advertisement
+        for interface in advertisements.interfaces {
+            guard var copy = advertisements[interface] else { continue }
             switch copy.state {
             case .probing(let sent, let next): copy.state = .probing(sent: sent, next: moved(next))
             case .announcing(let sent, let next): copy.state = .announcing(sent: sent, next: moved(next))
-            case .announced: break
+            case .announced: continue
             }
-            advertisements[interface] = copy
+            advertisements.set(copy, on: interface)
         }
         allowances.clockStepped(by: step)
         refreshAllHostDeadlines()

@@ -15,7 +15,7 @@ struct PendingResponse: Sendable {
 
 /// What goes out by multicast, and when, and the answers worked out already: the responses waiting for their
 /// time (earliest first; those due at the same moment in the order they were scheduled), when each record was
-/// last multicast and last re-announced, and the answer cache. The rules are in `MulticastScheduling.swift` and
+/// last multicast and last re-announced, and the answer cache. The rules are in `MulticastTiming.swift` and
 /// `Answers.swift`.
 struct MulticastSchedule: Sendable {
     /// Multicast responses and announcements waiting for their time (random delays, the second announcement).
@@ -30,11 +30,11 @@ struct MulticastSchedule: Sendable {
     private var prunedAt: UnixTime?
     /// When each held record was last announced again after someone's goodbye for it.
     private var reannouncedAt: [RecordIdentity: UnixTime] = [:]
-    /// Answers to recent questions (see `SleepProxyCore.cachedAnswer`), valid for one `HeldHosts.generation` and
-    /// until the advertisement changes: a query asked again and again is looked up once.
+    /// Answers to recent questions (see `SleepProxyCore.cachedAnswer`), valid while what they were worked out from
+    /// stays the same (`AnswerSources`): a query asked again and again is looked up once.
     var answerCache: [AnswerCacheKey: CachedAnswer] = [:]
-    /// The generation of the held hosts the cached answers were worked out from.
-    private var answerGeneration: UInt64 = 0
+    /// What the cached answers were worked out from.
+    private var answerSources = AnswerSources(held: 0, advertised: 0)
     static let answerCacheLimit = 4_096
 
     // MARK: Responses
@@ -113,14 +113,11 @@ struct MulticastSchedule: Sendable {
 
     // MARK: The answer cache
 
-    /// Empties the cache if it was worked out from another generation of held hosts.
-    mutating func keepAnswers(ofGeneration generation: UInt64) {
-        guard generation != answerGeneration else { return }
-        answerGeneration = generation
-        forgetAnswers()
-    }
-
-    mutating func forgetAnswers() {
+    /// The cache's one validity rule: its answers are kept while `sources` are those they were worked out from,
+    /// and emptied as soon as they are not.
+    mutating func keepAnswers(workedOutFrom sources: AnswerSources) {
+        guard sources != answerSources else { return }
+        answerSources = sources
         if !answerCache.isEmpty { answerCache = [:] }
     }
 
@@ -129,6 +126,14 @@ struct MulticastSchedule: Sendable {
         if answerCache.count >= Self.answerCacheLimit { answerCache.removeAll() }
         answerCache[key] = answer
     }
+}
+
+/// What every answer is worked out from: the held hosts (`HeldHosts.generation` moves with every change to held
+/// records, wakes and record probes, and when a probe ends) and the proxy's own advertisements
+/// (`Advertisements.generation` moves when what they answer changes). Nothing else changes an answer.
+struct AnswerSources: Equatable, Sendable {
+    var held: UInt64
+    var advertised: UInt64
 }
 
 /// A question as the answer cache knows it: interface, name folded to lower case, type.

@@ -8,7 +8,7 @@ public import NetworkAddresses
 /// the actions it returns, in order (see `Action` for the order the shell keeps). This file is its face: what it
 /// holds, and every input it takes and every report it gives, each delegating to the rules: registrations in
 /// `Registration.swift`, when a host leaves in `Release.swift`, conflicts over held names in `Conflicts.swift`,
-/// answers in `Answers.swift`, multicast timing in `MulticastScheduling.swift`, addresses in `Takeover.swift`,
+/// answers in `Answers.swift`, multicast timing in `MulticastTiming.swift`, addresses in `Takeover.swift`,
 /// wakes in `Wake.swift`, keepalives in `Keepalive.swift`, links in `Links.swift`, the proxy's own service in
 /// `Advertisement.swift`, clock steps in `ClockStep.swift`.
 public struct SleepProxyCore: Sendable {
@@ -24,9 +24,7 @@ public struct SleepProxyCore: Sendable {
     /// Multicast waiting for its time, when records last went out, and the answers worked out already.
     var schedule = MulticastSchedule()
     /// The proxy's own `_sleep-proxy._udp` service, per interface.
-    var advertisements: [InterfaceName: Advertisement] = [:] {
-        didSet { schedule.forgetAnswers() }
-    }
+    var advertisements = Advertisements()
     var random: CoreRandom
     /// Hosts declared in the configuration, watched to know when each sleeps (`Declared.swift`).
     var declared: [OwnerKey: DeclaredWatch] = [:]
@@ -60,7 +58,7 @@ public struct SleepProxyCore: Sendable {
         links[link.name] = link
         if changed, var advertisement = advertisements[link.name] {
             advertisement.buildRecords(for: link)
-            advertisements[link.name] = advertisement
+            advertisements.set(advertisement, on: link.name)
         }
     }
 
@@ -125,8 +123,8 @@ public struct SleepProxyCore: Sendable {
         actions += advanceHosts(now: now)
         actions += advanceDeclared(now: now)
         actions += sendDueResponses(now: now)
-        for interface in advertisements.keys.sorted() {
-            actions += advance(interface, now: now)
+        for interface in advertisements.interfaces {
+            actions += stepAdvertisement(on: interface, now: now)
         }
         return actions
     }

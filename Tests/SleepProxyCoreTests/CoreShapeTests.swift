@@ -50,6 +50,58 @@ struct CoreShapeTests {
         #expect(harness.core.cachedAnswerCount == 2)
     }
 
+    /// The proxy advertises itself (the default): ticks, and the delayed multicast answers they send, leave cached
+    /// answers in place; only a change to what the advertisement answers moves the cache on.
+    @Test func cachedAnswersSurviveTicksWhileTheProxyAdvertises() throws {
+        var harness = Self.settledHost()
+        harness.log += harness.core.startAdvertising(
+            on: Harness.interface, configuration: AdvertisementTests.configuration, port: Harness.registrationPort,
+            now: harness.now)
+        // While it probes, the proxy's own name is not answered, and that silence is cached like any answer.
+        let probing = harness.mdns(Query.bytes("homeserver.local.", .a, unicast: true), to: .v4(.mdnsGroup))
+        #expect(!probing.sentMessages.contains { $0.answers.contains { $0.name == "homeserver.local." } })
+        harness.run(until: harness.now + .seconds(3))
+        // Announced: the cache is emptied once, and the proxy's name is answered.
+        let announced = harness.mdns(Query.bytes("homeserver.local.", .a, unicast: true), to: .v4(.mdnsGroup))
+        #expect(announced.sentMessages.contains { $0.answers.contains { $0.name == "homeserver.local." } })
+        harness.mdns(Query.bytes("imac.local.", .a))
+        #expect(harness.core.cachedAnswerCount == 2)
+        // A question for a shared record (the proxy's service type): its answer waits 20 to 120 ms, and the tick
+        // that sends it, and those after it, keep every answer.
+        for round in 0..<5 {
+            let asked = harness.mdns(Query.bytes("_sleep-proxy._udp.local.", .ptr))
+            #expect(asked.sentMessages.isEmpty)
+            #expect(harness.core.cachedAnswerCount == 3, "round \(round)")
+            let sent = harness.run(until: harness.now + .seconds(2))
+            #expect(sent.sentMessages.contains { $0.answers.contains { $0.type == .ptr } }, "round \(round)")
+            #expect(harness.core.cachedAnswerCount == 3, "round \(round)")
+        }
+        for _ in 0..<10 {
+            harness.advance(.milliseconds(100))
+            #expect(harness.core.cachedAnswerCount == 3)
+        }
+        // The advertisement renamed after a conflict answers other records: the cache starts over.
+        let instance = try #require(harness.core.advertisedInstance(on: Harness.interface))
+        let rival = try DNSMessage(
+            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
+            answers: [
+                DNSRecord(
+                    name: instance, ttl: 120, cacheFlush: true,
+                    rdata: .srv(SRVData(port: 1, target: "elsewhere.local.")))
+            ]
+        ).encoded()
+        harness.mdns(rival, from: Endpoint(address: .v4(IPv4Address(10, 77, 0, 9)), port: 5353))
+        #expect(harness.core.advertisedInstance(on: Harness.interface) != instance)
+        // Probing its new name, the proxy answers nothing of its own: the question is worked out again, not
+        // answered from the cache.
+        let misses = harness.core.statistics.answerCacheMisses
+        harness.mdns(Query.bytes("_sleep-proxy._udp.local.", .ptr))
+        let whileProbing = harness.run(until: harness.now + .milliseconds(500))
+        #expect(!whileProbing.sentMessages.contains { $0.answers.contains { $0.type == .ptr } })
+        #expect(harness.core.statistics.answerCacheMisses == misses + 1)
+        #expect(harness.core.cachedAnswerCount == 1)
+    }
+
     @Test func aRecordAnswersOnceItsProbeEndsThoughItsSilenceWasCached() {
         var harness = Self.settledHost()
         // A new unique record is probed silently for 750 ms: asked meanwhile, the proxy does not answer it (and
