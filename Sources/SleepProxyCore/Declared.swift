@@ -301,7 +301,7 @@ extension SleepProxyCore {
                 continue
             }
             guard let deadline = watch.liveness.deadline, deadline <= now else { continue }
-            let step = watch.liveness.advance(to: now)
+            let step = watch.liveness.step(at: now)
             declared[key] = watch
             switch step {
             case .probe(let attempt):

@@ -11,7 +11,7 @@
 /// later (17 s with the defaults), and then taken over after the three one-second probes of its addresses that
 /// every take-over makes: about 20 s, within the half-minute a user waits before trying again.
 ///
-/// Pure: the caller passes the time in, sends the probes ``advance(to:)`` asks for, and arms a timer for
+/// Pure: the caller passes the time in, sends the probes ``step(at:)`` asks for, and arms a timer for
 /// ``deadline``.
 public struct Liveness: Hashable, Sendable {
     /// How long silence and unanswered probes last.
@@ -45,7 +45,7 @@ public struct Liveness: Hashable, Sendable {
         }
     }
 
-    /// What ``advance(to:)`` asks of the caller.
+    /// What ``step(at:)`` asks of the caller.
     public enum Step: Hashable, Sendable {
         /// Send probe number `attempt` (from 1).
         case probe(attempt: Int)
@@ -65,7 +65,7 @@ public struct Liveness: Hashable, Sendable {
     public private(set) var state: State
     /// When the host was last heard from (or when watching began).
     public private(set) var lastHeard: UnixTime
-    /// When ``advance(to:)`` next has something to do; nil while asleep (only a frame changes that).
+    /// When ``step(at:)`` next has something to do; nil while asleep (only a frame changes that).
     public private(set) var deadline: UnixTime?
 
     /// Starts watching at `now`, counting the host awake: it is asked only after ``Timing/quiet`` of silence, so
@@ -94,7 +94,7 @@ public struct Liveness: Hashable, Sendable {
     /// What is due at `now`: at most one step; call again while ``deadline`` is not after `now`. Each wait counts
     /// from the probe's real sending time, so a late timer never runs the probes together and never finds a host
     /// asleep that had no time to answer.
-    public mutating func advance(to now: UnixTime) -> Step? {
+    public mutating func step(at now: UnixTime) -> Step? {
         guard let due = deadline, due <= now else { return nil }
         switch state {
         case .awake:

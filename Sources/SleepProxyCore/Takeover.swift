@@ -169,7 +169,7 @@ extension SleepProxyCore {
             guard !host.takeovers.isEmpty, !host.isWakingWhole else { return }
             // A registered host said itself that it sleeps: its probes ask it alone (Apple's proxy). A declared
             // host's addresses come from a configuration that may be stale: its probes ask the whole link.
-            Self.advance(
+            Self.takeDueSteps(
                 &host.takeovers, of: key, probesTo: host.declared ? nil : host.owner.wakeMAC, lazy: lazy, link: link,
                 now: now, actions: &actions)
         }
@@ -177,7 +177,7 @@ extension SleepProxyCore {
     }
 
     /// Takes the steps of `current` due at `now`, adding the frames, events and logs they send to `actions`.
-    private static func advance(
+    private static func takeDueSteps(
         _ current: inout AddressTakeovers, of key: OwnerKey, probesTo wakeMAC: MACAddress?, lazy: Bool, link: Link,
         now: UnixTime, actions: inout [Action]
     ) {

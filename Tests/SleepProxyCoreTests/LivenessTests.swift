@@ -15,7 +15,7 @@ struct LivenessTests {
     static func run(_ liveness: inout Liveness, until end: UnixTime) -> [(UnixTime, Liveness.Step)] {
         var steps: [(UnixTime, Liveness.Step)] = []
         while let deadline = liveness.deadline, deadline <= end {
-            if let step = liveness.advance(to: deadline) { steps.append((deadline, step)) }
+            if let step = liveness.step(at: deadline) { steps.append((deadline, step)) }
         }
         return steps
     }
@@ -23,7 +23,7 @@ struct LivenessTests {
     @Test func aSilentHostIsProbedWithBackOffThenFoundAsleep() {
         var liveness = Liveness(now: Self.start)
         #expect(liveness.state == .awake)
-        #expect(liveness.advance(to: Self.at(9.999)) == nil, "nothing before ten seconds of silence")
+        #expect(liveness.step(at: Self.at(9.999)) == nil, "nothing before ten seconds of silence")
 
         let steps = Self.run(&liveness, until: Self.at(60))
         #expect(steps.map(\.1) == [.probe(attempt: 1), .probe(attempt: 2), .probe(attempt: 3), .fellAsleep(probes: 3)])
@@ -33,7 +33,7 @@ struct LivenessTests {
         #expect(gaps == [.seconds(1), .seconds(2), .seconds(4)])
         #expect(liveness.state == .asleep)
         #expect(liveness.deadline == nil, "asleep, only a frame changes anything")
-        #expect(liveness.advance(to: Self.at(3_600)) == nil)
+        #expect(liveness.step(at: Self.at(3_600)) == nil)
     }
 
     @Test func aHostThatFallsAsleepIsTakenOverWithinHalfAMinute() throws {
@@ -53,16 +53,16 @@ struct LivenessTests {
         // Awake: a frame only moves the first probe later.
         #expect(liveness.heard(at: Self.at(8)) == nil)
         #expect(liveness.deadline == Self.at(18))
-        #expect(liveness.advance(to: Self.at(17.5)) == nil)
+        #expect(liveness.step(at: Self.at(17.5)) == nil)
 
         // Probing: a frame is an answer; the host is awake and asked again only after more silence.
-        #expect(liveness.advance(to: Self.at(18)) == .probe(attempt: 1))
-        #expect(liveness.advance(to: Self.at(19)) == .probe(attempt: 2))
+        #expect(liveness.step(at: Self.at(18)) == .probe(attempt: 1))
+        #expect(liveness.step(at: Self.at(19)) == .probe(attempt: 2))
         #expect(liveness.state == .probing(probes: 2))
         #expect(liveness.heard(at: Self.at(19.2)) == .answered(afterProbes: 2))
         #expect(liveness.state == .awake)
         #expect(liveness.deadline == Self.at(29.2))
-        #expect(liveness.advance(to: Self.at(21)) == nil, "the old schedule is gone")
+        #expect(liveness.step(at: Self.at(21)) == nil, "the old schedule is gone")
 
         // Asleep: a frame means it is back.
         let steps = Self.run(&liveness, until: Self.at(100))
@@ -72,7 +72,7 @@ struct LivenessTests {
         #expect(liveness.lastHeard == Self.at(200))
         #expect(liveness.deadline == Self.at(210))
         // And the cycle starts again.
-        #expect(liveness.advance(to: Self.at(210)) == .probe(attempt: 1))
+        #expect(liveness.step(at: Self.at(210)) == .probe(attempt: 1))
     }
 
     @Test func aFrameOlderThanTheLastHeardDoesNotMoveTimeBack() {
@@ -87,8 +87,8 @@ struct LivenessTests {
         // The daemon's queue was held up for a minute: the first probe goes out late, and the host still gets a
         // full second to answer it before the next.
         var liveness = Liveness(now: Self.start)
-        #expect(liveness.advance(to: Self.at(70)) == .probe(attempt: 1))
-        #expect(liveness.advance(to: Self.at(70)) == nil)
+        #expect(liveness.step(at: Self.at(70)) == .probe(attempt: 1))
+        #expect(liveness.step(at: Self.at(70)) == nil)
         #expect(liveness.deadline == Self.at(71))
     }
 
@@ -97,7 +97,7 @@ struct LivenessTests {
         var liveness = Liveness(now: Self.start)
         var probes = 0
         while let deadline = liveness.deadline, deadline <= Self.at(600) {
-            guard let step = liveness.advance(to: deadline) else { continue }
+            guard let step = liveness.step(at: deadline) else { continue }
             #expect(step == .probe(attempt: 1), "only ever one probe, answered")
             probes += 1
             #expect(liveness.heard(at: deadline + .milliseconds(5)) == .answered(afterProbes: 1))
@@ -108,11 +108,11 @@ struct LivenessTests {
 
     @Test func aClockStepMovesEveryTime() {
         var liveness = Liveness(now: Self.start)
-        #expect(liveness.advance(to: Self.at(10)) == .probe(attempt: 1))
+        #expect(liveness.step(at: Self.at(10)) == .probe(attempt: 1))
         liveness.moveTimes(by: .seconds(-3_600))
         #expect(liveness.deadline == Self.at(11 - 3_600))
         #expect(liveness.lastHeard == Self.at(-3_600))
-        #expect(liveness.advance(to: Self.at(11 - 3_600)) == .probe(attempt: 2))
+        #expect(liveness.step(at: Self.at(11 - 3_600)) == .probe(attempt: 2))
     }
 
     @Test func otherTimingsAreHonoured() {
