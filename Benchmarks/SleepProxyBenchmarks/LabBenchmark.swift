@@ -106,10 +106,9 @@ func register(_ profile: HeldHostsProfile, _ indices: Range<Int>? = nil, in lab:
     return retransmitted
 }
 
-/// The release daemon in the lab's proxy namespace, per-source limits lifted (benchmarks measure capacity).
-func startLabDaemon(
-    _ lab: Lab, advertise: Bool = false, build: String? = nil, state: String = "state"
-) async throws -> LabProcess {
+/// The release daemon in the lab's proxy namespace, per-source limits lifted (benchmarks measure capacity), in the
+/// configuration users run otherwise: advertising itself, its answers worked out as a user's daemon works them out.
+func startLabDaemon(_ lab: Lab, build: String? = nil, state: String = "state") async throws -> LabProcess {
     // SLEEPPROXYD names another build to measure instead of the one beside the benchmark.
     let daemonPath =
         build ?? ProcessInfo.processInfo.environment["SLEEPPROXYD"]
@@ -124,7 +123,7 @@ func startLabDaemon(
             daemonPath, "--config", try capacityConfig(in: lab), "--interface", "eth0", "--state-dir",
             lab.workDirectory + "/" + state, "--registration-port", "5354", "--maximum-records", "1000000",
             "--log-level", "info", "--metrics-listen", "127.0.0.1:\(labMetricsPort)",
-        ] + (advertise ? [] : ["--no-advertise"]))
+        ])
     _ = try await eventually("sleepproxyd to start", within: .seconds(30)) {
         daemon.stderr.contains("registrations on UDP port") ? true : nil
     }

@@ -22,6 +22,10 @@ func runWakeCoreBenchmark(held: Int = 1_000) throws {
                 Link.Prefix(address: .v6(IPv6Address(high: 0xFE80_0000_0000_0000, low: 1)), length: 64),
             ]))
     var now = UnixTime(seconds: 1_800_000_000)
+    // Advertising itself, as the daemon does unless told not to.
+    _ = core.startAdvertising(
+        on: interface, configuration: AdvertisementConfiguration(name: "Benchmark", hostName: "benchmark"), port: 5354,
+        now: now)
     let client = Endpoint(address: .v4(IPv4Address(10, 255, 0, 1)), port: 49_152)
     let proxy = Endpoint(address: .v4(IPv4Address(10, 255, 255, 254)), port: 5354)
     for index in 0..<held {
