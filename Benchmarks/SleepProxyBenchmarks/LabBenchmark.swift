@@ -208,6 +208,8 @@ struct ResponderRuns {
     var loadP99 = Samples()
     var pacedP50 = Samples()
     var pacedP99 = Samples()
+    /// The share of questions answered from the answer cache, per run (sleepproxyd only).
+    var cacheHitShare = Samples()
     var flaws: [String] = []
 
     mutating func add(_ figures: AnswerFigures, round: Int) {
@@ -229,7 +231,29 @@ struct ResponderRuns {
             Swift.print("\(prefix)_paced_p50_us: \(microseconds(pacedP50.median))")
             Swift.print("\(prefix)_paced_p99_us: \(microseconds(pacedP99.median))")
         }
+        if let share = cacheHitShare.median {
+            Swift.print("\(prefix)_answer_cache_hit_share: \(String(format: "%.3f", share))")
+            Swift.print("\(prefix)_answer_cache_hit_share_runs: \(cacheHitShare.summary("%.3f"))")
+        }
         Swift.print("\(prefix)_runs_clean: \(flaws.isEmpty ? "yes" : "no: " + flaws.joined(separator: " | "))")
+    }
+}
+
+/// The lab daemon's answer cache lookups so far, from its metrics: hits and misses.
+func answerCacheLookups(_ lab: Lab) -> (hits: Double, misses: Double) {
+    let metrics = labMetrics(lab)
+    func lookups(_ result: String) -> Double {
+        metrics["sleepproxy_mdns_answer_cache_lookups_total{result=\"\(result)\"}"] ?? 0
+    }
+    return (lookups("hit"), lookups("miss"))
+}
+
+extension ResponderRuns {
+    /// Notes the share of cache hits among the lookups between `before` and `after` (`answerCacheLookups`).
+    mutating func addCacheShare(from before: (hits: Double, misses: Double), to after: (hits: Double, misses: Double)) {
+        let hits = after.hits - before.hits
+        let total = hits + after.misses - before.misses
+        if total > 0 { cacheHitShare.append(hits / total) }
     }
 }
 
@@ -318,8 +342,10 @@ func runMDNSComparison(seconds: Int = 10, rounds: Int = 3) async throws {
             if round == 1 { try register(profile, in: lab) }
             try await waitForTakeovers(daemon, limit: .seconds(30))
             let stopProfile = round == 1 ? startProfile(lab, daemon.pid, name: "mdns-50-hosts", seconds: seconds) : {}
+            let lookups = answerCacheLookups(lab)
             let figures = try await measureAnswers(
                 lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: 0, responder: daemon.pid)
+            ours.addCacheShare(from: lookups, to: answerCacheLookups(lab))
             stopProfile()
             // The paced run after the load run, as for avahi-daemon below.
             let paced = try await dnsperf(
@@ -346,10 +372,12 @@ func runMDNSComparison(seconds: Int = 10, rounds: Int = 3) async throws {
                 let other = try await startLabDaemon(lab, build: baselineDaemon, state: "baseline-state")
                 if round == 1 { try register(profile, in: lab) }
                 try await waitForTakeovers(other, limit: .seconds(30))
+                let lookups = answerCacheLookups(lab)
                 baseline.add(
                     try await measureAnswers(
                         lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: seconds / 2,
                         responder: other.pid), round: round)
+                baseline.addCacheShare(from: lookups, to: answerCacheLookups(lab))
                 other.signal(SIGTERM)
                 _ = other.wait(timeout: .seconds(10))
             }

@@ -1,8 +1,8 @@
 // Benchmarks print `figure: value` lines. Run them with `make bench` (a release build, no other load).
 //
 //   SleepProxyBenchmarks                 the standard set (about half an hour on two cores)
-//   SleepProxyBenchmarks decode mdns     some: decode, encode, roundtrip, registrations, store, wakecore, mdns,
-//                                        wake, scaling
+//   SleepProxyBenchmarks decode mdns     some: decode, encode, roundtrip, registrations, store, wakecore,
+//                                        mdnscore, mdns, wake, scaling
 //   SleepProxyBenchmarks capture         a SYN flood past 4,096 held addresses; only when named
 //   SCALING_HOSTS=100,10000 ...          the scaling figures with other numbers of held hosts
 //   SleepProxyBenchmarks flood           hostile traffic for FLOOD_SECONDS (60); only when named (`make flood`)
@@ -90,7 +90,7 @@ if arguments.count == 2, arguments[0] == "restore" {
 }
 let selected = Set(arguments)
 let standard: Set = [
-    "decode", "encode", "roundtrip", "registrations", "store", "wakecore", "mdns", "wake", "scaling",
+    "decode", "encode", "roundtrip", "registrations", "store", "wakecore", "mdnscore", "mdns", "wake", "scaling",
 ]
 let unknown = selected.subtracting(standard).subtracting(["capture", "flood"])
 guard unknown.isEmpty else {
@@ -150,6 +150,9 @@ if wanted("store") {
 }
 if wanted("wakecore") {
     try runWakeCoreBenchmark()
+}
+if wanted("mdnscore") {
+    try runMDNSCoreBenchmark()
 }
 // The lab benchmarks need root (network namespaces) and say so, and what else is missing, when they skip.
 if wanted("mdns") {

@@ -1,0 +1,80 @@
+import DNSWire
+import Foundation
+import NetworkAddresses
+import SleepProxyCore
+
+/// The core's own share of answering a LAN's multicast questions: `held` hosts taken over, the proxy advertising
+/// itself (as users run it), and Macs on the link asking by multicast, 2 ms apart, for the hosts' services (shared
+/// PTRs, answered after a random delay), their names and their services' SRVs (unique, answered at once). The
+/// core's clock moves with the questions, so that every delayed answer goes out at its tick between them, as in
+/// the daemon. No sockets, no threads: the cost of the rules and of the answer cache under ticks.
+func runMDNSCoreBenchmark(held: Int = 50, questions: Int = 100_000) throws {
+    let interface: InterfaceName = "eth0"
+    var configuration = CoreConfiguration(maximumRecordsTotal: 100_000)
+    configuration.maximumHostsPerInterface = held
+    configuration.registrationRate = Rate(perSecond: 1e9, burst: 1e9)
+    var core = SleepProxyCore(configuration: configuration)
+    core.setLink(
+        Link(
+            name: interface, macAddress: MACAddress(0x02, 0x77, 0, 0, 0, 1),
+            prefixes: [
+                Link.Prefix(address: .v4(IPv4Address(10, 255, 255, 254)), length: 8),
+                Link.Prefix(address: .v6(IPv6Address(high: 0xFE80_0000_0000_0000, low: 1)), length: 64),
+            ]))
+    var now = UnixTime(seconds: 1_800_000_000)
+    _ = core.startAdvertising(
+        on: interface, configuration: AdvertisementConfiguration(name: "Benchmark", hostName: "benchmark"), port: 5354,
+        now: now)
+    let client = Endpoint(address: .v4(IPv4Address(10, 255, 0, 1)), port: 49_152)
+    let proxy = Endpoint(address: .v4(IPv4Address(10, 255, 255, 254)), port: 5354)
+    for index in 0..<held {
+        _ = core.handleRegistration(
+            RegistrationDatagram(
+                interface: interface, source: client, destination: proxy,
+                bytes: try macRegistration(index: index, id: UInt16(truncatingIfNeeded: index + 1))),
+            now: now)
+    }
+    // Past the probes and announcements of every address and of the advertisement.
+    let settled = now + .seconds(20)
+    while let deadline = core.nextDeadline, deadline <= settled {
+        now = deadline
+        _ = core.tick(now: now)
+    }
+    now = settled
+
+    func query(_ name: String, _ type: DNSType) throws -> [UInt8] {
+        try DNSMessage(
+            id: 0, flags: DNSFlags(response: false, opcode: .query),
+            questions: [DNSQuestion(name: try DNSName(name), type: type)]
+        ).encoded()
+    }
+    var asked: [[UInt8]] = [try query("_ssh._tcp.local.", .ptr), try query("_rfb._tcp.local.", .ptr)]
+    for index in 0..<held {
+        asked.append(try query("host\(index).local.", .a))
+        asked.append(try query("host\(index)._ssh._tcp.local.", .srv))
+    }
+    let asker = Endpoint(address: .v4(IPv4Address(10, 255, 0, 3)), port: 5353)
+    let askerMAC = MACAddress(0x02, 0x77, 0, 0, 0, 3)
+    let hitsBefore = core.statistics.answerCacheHits
+    let missesBefore = core.statistics.answerCacheMisses
+    var sent = 0
+    let clock = ContinuousClock()
+    let start = clock.now
+    for number in 0..<questions {
+        now = now + .milliseconds(2)
+        if let deadline = core.nextDeadline, deadline <= now { sent += core.tick(now: now).count }
+        let packet = MDNSPacket(
+            interface: interface, source: asker, destination: .v4(.mdnsGroup), sourceMAC: askerMAC,
+            bytes: asked[number % asked.count])
+        sent += core.handleMDNS(packet, now: now).count
+    }
+    let elapsed = clock.now - start
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    let hits = core.statistics.answerCacheHits - hitsBefore
+    let misses = core.statistics.answerCacheMisses - missesBefore
+    blackHole(sent)
+    print("core_mdns_multicast_questions_per_second: \(Int(Double(questions) / seconds))")
+    print("core_mdns_multicast_us_per_question: \(String(format: "%.2f", seconds * 1e6 / Double(questions)))")
+    print(
+        "core_mdns_answer_cache_hit_share: \(String(format: "%.3f", Double(hits) / Double(max(hits + misses, 1))))")
+}
