@@ -75,17 +75,12 @@ extension SleepProxyCore {
     /// Answers one query (RFC 6762 sections 5 and 6): the held records that match each question, less the
     /// known answers the querier already has, with the additional records DNS-SD clients expect.
     mutating func answer(_ message: DNSMessage, _ packet: MDNSPacket, link: Link, now: UnixTime) -> [Action] {
-        let knownAnswers = message.answers
         // More known answers for a truncated query asked a moment ago by the same querier.
         if message.questions.isEmpty {
-            pruneKnownAnswers(knownAnswers, from: packet.source, interface: packet.interface)
+            pruneKnownAnswers(message.answers, from: packet.source, interface: packet.interface)
             return []
         }
         validateAnswerCache(now: now)
-        var unicast: [DNSRecord] = []
-        var multicast: [DNSRecord] = []
-        let directUnicast = !isMulticast(packet.destination)
-        let group = MulticastDNS.group(for: packet.source.address)
         let limit = configuration.maximumQuestionsPerQuery
         var actions: [Action] = []
         if message.questions.count > limit {
@@ -94,14 +89,41 @@ extension SleepProxyCore {
                 "a query from \(packet.source) asked \(message.questions.count) questions; answering the first \(limit)",
                 now: now)
         }
-        // With one question, its cached answer also knows its additional records (when none is left out).
-        var single: AnswerCacheKey?
+        var found: [FoundAnswer] = []
         for question in message.questions.prefix(limit) {
             guard question.questionClass == .internet || question.questionClass == .any else { continue }
             let key = AnswerCacheKey(
                 interface: packet.interface, name: question.name.lowercased(), type: question.type)
-            single = message.questions.count == 1 ? key : nil
-            var records = cachedAnswer(key, question.name, now: now).records
+            found.append(
+                FoundAnswer(question: question, key: key, records: cachedAnswer(key, question.name, now: now).records))
+        }
+        let decision = decideAnswer(to: message, packet, found: found, now: now)
+        actions += send(decision.unicast, answering: message, packet, now: now)
+        actions += send(decision.multicast, answering: message, packet, now: now)
+        return actions
+    }
+
+    /// How a query is answered, worked out without changing anything from the records its questions found
+    /// (`found`, in the order asked) and what was multicast and is waiting on the link:
+    /// - a known answer with at least half our TTL suppresses our record;
+    /// - a legacy query (source port not 5353) or one sent straight to us is answered by unicast;
+    /// - a QU question is answered by unicast unless the record has not been multicast on this link for a quarter
+    ///   of its TTL (RFC 6762 section 5.4: other caches stay fresh); other questions by multicast;
+    /// - a legacy reply to the one question asked again, all of its records by unicast and no known answers, is the
+    ///   one made last time with this query's ID;
+    /// - a multicast answer waits 400-500 ms after a truncated query (more known answers follow, section 7.2),
+    ///   20-120 ms when a record is shared (section 6), not at all otherwise; it is dropped while too many
+    ///   responses are waiting.
+    func decideAnswer(to message: DNSMessage, _ packet: MDNSPacket, found: [FoundAnswer], now: UnixTime)
+        -> AnswerDecision
+    {
+        let knownAnswers = message.answers
+        let directUnicast = !isMulticast(packet.destination)
+        let group = MulticastDNS.group(for: packet.source.address)
+        var unicast: [DNSRecord] = []
+        var multicast: [DNSRecord] = []
+        for answer in found {
+            var records = answer.records
             if !knownAnswers.isEmpty {
                 records.removeAll { record in knownAnswers.contains { Self.suppresses($0, record) } }
             }
@@ -109,9 +131,7 @@ extension SleepProxyCore {
                 let viaUnicast: Bool
                 if packet.isLegacyUnicast || directUnicast {
                     viaUnicast = true
-                } else if question.unicastResponse {
-                    // RFC 6762 section 5.4: a QU question is still answered by multicast when the record has not
-                    // been multicast on this link for a quarter of its TTL, so that other caches stay fresh.
+                } else if answer.question.unicastResponse {
                     let last = lastMulticastTime(of: record, interface: packet.interface, group: group)
                     viaUnicast = last.map { now - $0 < .seconds(Int64(record.ttl / 4)) } ?? false
                 } else {
@@ -124,40 +144,75 @@ extension SleepProxyCore {
                 }
             }
         }
+        // With one question, its cached answer also knows its additional records (when none is left out).
+        let single = message.questions.count == 1 ? found.first?.key : nil
+        return AnswerDecision(
+            unicast: unicastDecision(unicast, single: single, message, packet),
+            multicast: multicastDecision(multicast, message))
+    }
+
+    /// The unicast part of an answer: `records`, or the legacy reply made last time for the one question.
+    private func unicastDecision(
+        _ records: [DNSRecord], single: AnswerCacheKey?, _ message: DNSMessage, _ packet: MDNSPacket
+    ) -> AnswerDecision.Unicast {
+        guard !records.isEmpty else { return .nothing }
+        // Every record of the one question goes by unicast: its additional records are cached with it.
+        let whole = single.flatMap { schedule.answerCache[$0]?.records.count == records.count ? $0 : nil }
         // A legacy-unicast reply asked for again (a resolver polling a name): the bytes made last time, with this
         // query's ID. They hold nothing but the question, the cached records and their additional records.
-        let reusable: AnswerCacheKey? =
-            if packet.isLegacyUnicast, knownAnswers.isEmpty, let single, !unicast.isEmpty,
-                schedule.answerCache[single]?.records.count == unicast.count
-            {
-                single
-            } else {
-                nil
-            }
+        let reusable = packet.isLegacyUnicast && message.answers.isEmpty ? whole : nil
         if let reusable, let cached = schedule.answerCache[reusable]?.legacyReply,
             cached.question == message.questions[0]
         {
             var bytes = cached.bytes
             bytes[0] = UInt8(message.id >> 8)
             bytes[1] = UInt8(truncatingIfNeeded: message.id)
-            actions.append(.sendMDNS(unicastReply(bytes, to: packet)))
-            statistics.answersUnicast += 1
-            unicast = []
+            return .again(bytes)
         }
-        if !unicast.isEmpty {
+        return .reply(records, legacy: packet.isLegacyUnicast, additionalsOf: whole, keptAs: reusable)
+    }
+
+    /// The multicast part of an answer: `records` after their delay, or nothing while too many responses wait.
+    private func multicastDecision(_ records: [DNSRecord], _ message: DNSMessage) -> AnswerDecision.Multicast {
+        guard !records.isEmpty else { return .nothing }
+        guard schedule.pendingCount < configuration.maximumPendingResponses else {
+            return .dropped(waiting: schedule.pendingCount)
+        }
+        let delay: AnswerDecision.Delay =
+            if message.flags.truncated {
+                .forKnownAnswers
+            } else if records.contains(where: { !$0.cacheFlush }) {
+                .shared
+            } else {
+                .immediate
+            }
+        return .after(delay, records)
+    }
+
+    /// Sends the unicast part of an answer.
+    private mutating func send(
+        _ decision: AnswerDecision.Unicast, answering message: DNSMessage, _ packet: MDNSPacket, now: UnixTime
+    ) -> [Action] {
+        switch decision {
+        case .nothing:
+            return []
+        case .again(let bytes):
+            statistics.answersUnicast += 1
+            return [.sendMDNS(unicastReply(bytes, to: packet))]
+        case .reply(let records, let legacy, let whole, let reusable):
+            let knownAnswers = message.answers
             let additionals: [DNSRecord]
-            if let single, let cached = schedule.answerCache[single], cached.records.count == unicast.count {
-                // Every record of the one question goes by unicast: its additional records, cached too.
-                additionals = cachedAdditionals(single, for: cached, now: now).filter { record in
+            if let whole, let cached = schedule.answerCache[whole] {
+                additionals = cachedAdditionals(whole, for: cached, now: now).filter { record in
                     knownAnswers.isEmpty || !knownAnswers.contains { Self.suppresses($0, record) }
                 }
             } else {
-                additionals = additionalRecords(for: unicast, interface: packet.interface, now: now).filter { record in
+                additionals = additionalRecords(for: records, interface: packet.interface, now: now).filter { record in
                     !knownAnswers.contains { Self.suppresses($0, record) }
                 }
             }
             let reply: DNSMessage
-            if packet.isLegacyUnicast {
+            if legacy {
                 // A conventional DNS reply: the query's ID and question, TTLs of at most 10 s, no cache-flush bits.
                 func legacy(_ record: DNSRecord) -> DNSRecord {
                     var copy = record
@@ -167,47 +222,45 @@ extension SleepProxyCore {
                 }
                 reply = DNSMessage(
                     id: message.id, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
-                    questions: message.questions, answers: unicast.map(legacy), additionals: additionals.map(legacy))
+                    questions: message.questions, answers: records.map(legacy), additionals: additionals.map(legacy))
             } else {
                 reply = DNSMessage(
-                    id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: unicast,
+                    id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: records,
                     additionals: additionals)
             }
-            let messages = Self.encode(reply, truncateIfTooLarge: packet.isLegacyUnicast)
+            let messages = Self.encode(reply, truncateIfTooLarge: legacy)
             if let reusable, messages.count == 1 {
                 schedule.answerCache[reusable]?.legacyReply = (message.questions[0], messages[0])
             }
-            for bytes in messages {
-                actions.append(.sendMDNS(unicastReply(bytes, to: packet)))
-            }
             statistics.answersUnicast += messages.count
+            return messages.map { .sendMDNS(unicastReply($0, to: packet)) }
         }
-        if !multicast.isEmpty, schedule.pendingCount >= configuration.maximumPendingResponses {
-            let waiting = schedule.pendingCount
-            actions += noteLimit(
+    }
+
+    /// Schedules (or drops) the multicast part of an answer, and sends it at once when it need not wait.
+    private mutating func send(
+        _ decision: AnswerDecision.Multicast, answering message: DNSMessage, _ packet: MDNSPacket, now: UnixTime
+    ) -> [Action] {
+        switch decision {
+        case .nothing:
+            return []
+        case .dropped(let waiting):
+            return noteLimit(
                 "maximum_pending_responses",
                 "\(waiting) multicast responses are waiting; dropping the answer to \(packet.source)", now: now)
-            return actions
-        }
-        if !multicast.isEmpty {
-            // Shared records may be answered by several responders: wait 20-120 ms (RFC 6762 section 6). A truncated
-            // query is followed by more known answers: wait 400-500 ms for them (section 7.2).
-            let delay: Duration
-            if message.flags.truncated {
-                delay = .milliseconds(Int64.random(in: 400...500, using: &random))
-            } else if multicast.contains(where: { !$0.cacheFlush }) {
-                delay = .milliseconds(Int64.random(in: 20...120, using: &random))
-            } else {
-                delay = .zero
-            }
+        case .after(let delay, let records):
+            let wait: Duration =
+                switch delay {
+                case .forKnownAnswers: .milliseconds(Int64.random(in: 400...500, using: &random))
+                case .shared: .milliseconds(Int64.random(in: 20...120, using: &random))
+                case .immediate: .zero
+                }
             schedule.schedule(
                 PendingResponse(
-                    due: now + delay, interface: packet.interface,
-                    group: group,
-                    answers: multicast, querier: message.flags.truncated ? packet.source : nil, isAnnouncement: false))
-            if delay == .zero { actions += sendDueResponses(now: now) }
+                    due: now + wait, interface: packet.interface, group: MulticastDNS.group(for: packet.source.address),
+                    answers: records, querier: delay == .forKnownAnswers ? packet.source : nil, isAnnouncement: false))
+            return delay == .immediate ? sendDueResponses(now: now) : []
         }
-        return actions
     }
 
     /// A unicast reply to the sender of `packet`, from the address it was sent to when that is one of ours (not a
@@ -376,4 +429,47 @@ extension SleepProxyCore {
         }
     }
 
+}
+
+/// The records one question of a query found, as the answer cache gave them.
+struct FoundAnswer {
+    var question: DNSQuestion
+    var key: AnswerCacheKey
+    var records: [DNSRecord]
+}
+
+/// How a query is answered (`SleepProxyCore.decideAnswer`): what goes by unicast and what by multicast.
+struct AnswerDecision {
+    enum Unicast {
+        /// Nothing goes by unicast.
+        case nothing
+        /// The legacy reply made for the same question before, with this query's ID.
+        case again([UInt8])
+        /// A reply holding `records`, a conventional DNS one for a legacy query. `additionalsOf` is the one
+        /// question when all of its records are in the reply: its additional records come from its cached answer.
+        /// `keptAs` is that question too when the reply is a legacy one to be sent again next time.
+        case reply([DNSRecord], legacy: Bool, additionalsOf: AnswerCacheKey?, keptAs: AnswerCacheKey?)
+    }
+
+    /// How long a multicast answer waits before it goes out.
+    enum Delay: Hashable {
+        /// Not at all: every record is unique and the query was whole.
+        case immediate
+        /// 20-120 ms: other responders may answer a shared record too (RFC 6762 section 6).
+        case shared
+        /// 400-500 ms: a truncated query's further known answers are coming (RFC 6762 section 7.2).
+        case forKnownAnswers
+    }
+
+    enum Multicast {
+        /// Nothing goes by multicast.
+        case nothing
+        /// Not sent: `waiting` multicast responses are already pending, the limit.
+        case dropped(waiting: Int)
+        /// Sent to the group after `Delay`.
+        case after(Delay, [DNSRecord])
+    }
+
+    var unicast: Unicast
+    var multicast: Multicast
 }

@@ -40,6 +40,99 @@ struct Refusal: Error {
     var owner: MACAddress?
 }
 
+/// What an accepted registration datagram changes, worked out from the datagram and the held hosts without changing
+/// them (`SleepProxyCore.decideRegistration`); `SleepProxyCore.apply(_:of:now:)` carries it out.
+struct RegistrationDecision {
+    /// The link the datagram came in on.
+    var link: Link
+    var registration: Registration
+    /// The host as it was held through its registration; nil for a new host (or one held only as declared).
+    var previous: HeldHost?
+    /// The owner as it is held after the datagram: the records of the same sequence held before, each identical
+    /// one replaced, then this datagram's new records.
+    var owner: Owner
+    /// The lease granted: the one asked for, at most the maximum lease.
+    var granted: UInt32
+    /// This datagram's records that were not held before.
+    var newRecords: [DNSRecord]
+    /// How many records of an earlier sequence go.
+    var replacedCount: Int
+    /// The records of a later datagram that are not held, each with why.
+    var dropped: [String]
+    /// Whether this is a later datagram of a registration already answered (same sequence, same message ID).
+    var laterDatagram: Bool
+
+    var key: OwnerKey { owner.key }
+
+    var sameSequence: Bool { previous?.owner.sequence == owner.sequence }
+
+    var kind: Event.Kind { previous == nil ? .registered : (sameSequence ? .renewed : .replaced) }
+
+    /// A datagram already answered that holds nothing new: a retransmission (the client missed our reply) or a
+    /// replay from anyone on the link. It refreshes the lease as Apple's proxy does, but it calls no wake off and
+    /// costs no event; only the host's next registration (a new sequence) does those.
+    var isRetransmission: Bool { laterDatagram && newRecords.isEmpty && dropped.isEmpty }
+
+    /// The wake in progress this registration calls off.
+    var cancelledWake: WakeSequence? { isRetransmission ? nil : previous?.wake }
+
+    /// A host registering afresh (a new sequence) or while it is being woken is going to sleep now: everything it
+    /// holds is taken over from the start (mDNS.c `ClearIdenticalProxyRecords` re-registers such records).
+    var fromTheStart: Bool { !sameSequence || cancelledWake != nil }
+
+    /// The event's text: what the datagram held and was granted, and what was replaced, skipped or left out.
+    var detail: String {
+        let lease = registration.lease.lease
+        var detail =
+            "seq \(owner.sequence), \(registration.records.count) records in this datagram (\(newRecords.count) new), \(owner.records.count) held, lease \(granted) s"
+        if granted != lease { detail += " (asked \(lease) s)" }
+        if replacedCount > 0, let previous {
+            detail += ", \(replacedCount) records of seq \(previous.owner.sequence) replaced"
+        }
+        let addresses = owner.proxiedAddresses
+        if !addresses.isEmpty { detail += ", addresses \(addresses.map(\.description).joined(separator: " "))" }
+        if !registration.skipped.isEmpty { detail += ", skipped: \(registration.skipped.joined(separator: "; "))" }
+        if !dropped.isEmpty {
+            detail +=
+                ", \(dropped.count) records of this later datagram not held (the client counts them registered): \(dropped.joined(separator: "; "))"
+        }
+        return detail
+    }
+}
+
+/// The records a registration leaves held, as they are worked out: the owner's, those of this datagram that are
+/// new, and those of a later datagram that are left out, with why.
+struct RecordMerge {
+    var records: [HeldRecord]
+    var newRecords: [DNSRecord] = []
+    var dropped: [String] = []
+
+    /// Holds `held` last, in place of an identical record held before.
+    mutating func hold(_ held: HeldRecord) {
+        if let index = records.firstIndex(where: { $0.isIdentical(to: held.record) }) {
+            records.remove(at: index)
+        } else {
+            newRecords.append(held.record)
+        }
+        records.append(held)
+    }
+
+    /// Leaves out new records, the last first, until at most `allowed` are held; whether that was enough (records
+    /// held before stay).
+    mutating func trim(to allowed: Int, reason: RefusalReason) -> Bool {
+        let fresh = Set(newRecords.map(RecordIdentity.init))
+        var excess = records.count - max(allowed, 0)
+        for index in records.indices.reversed()
+        where excess > 0 && fresh.contains(RecordIdentity(records[index].record)) {
+            dropped.append("\(records[index].record.name) \(records[index].record.type): \(reason)")
+            newRecords.removeAll { HeldRecord.identical($0, records[index].record) }
+            records.remove(at: index)
+            excess -= 1
+        }
+        return excess == 0
+    }
+}
+
 extension Registration {
     /// Reads a registration out of a datagram, or says precisely why it is not one we accept.
     ///
@@ -63,7 +156,8 @@ extension Registration {
                 ))
         }
         let opts = message.optRecords.compactMap(\.optData)
-        guard let chosen = opts.first(where: { $0.owner != nil && $0.updateLease != nil }) else {
+        let chosen = opts.lazy.compactMap { opt in opt.owner.flatMap { owner in opt.updateLease.map { (owner, $0) } } }
+        guard let (owner, lease) = chosen.first else {
             if let withOwner = opts.first(where: { $0.owner != nil }) {
                 return .failure(
                     Refusal(
@@ -72,8 +166,6 @@ extension Registration {
             }
             return .failure(Refusal(reason: .noOwner, detail: "no OWNER option in \(opts.count) OPT record(s)"))
         }
-        let owner = chosen.owner!
-        let lease = chosen.updateLease!
         guard owner.version == 0 else {
             return .failure(
                 Refusal(
@@ -220,6 +312,89 @@ extension SleepProxyCore {
     /// answered (same sequence, same message ID): the client counts its records registered whatever we do, so
     /// what can be held is held and the rest is logged.
     private mutating func accept(_ datagram: RegistrationDatagram, now: UnixTime) -> Result<[Action], Refusal> {
+        switch decideRegistration(datagram, now: now) {
+        case .success(let decision): .success(apply(decision, of: datagram, now: now))
+        case .failure(let refusal): .failure(refusal)
+        }
+    }
+
+    /// What a registration datagram would change, worked out from it and the held hosts without changing anything:
+    /// refused with why, or the owner it leaves held. In order: the interface is served, the datagram is a
+    /// registration, its source is on the link, a new host fits the host limit; then each record, unless its
+    /// unique name or its address is held for another owner, replaces an identical record of the same sequence or
+    /// is added; then the record limits hold; and something is left to hold. A later datagram of a registration
+    /// already answered is not refused for its hijacks or for new records over a limit: those are left out.
+    func decideRegistration(_ datagram: RegistrationDatagram, now: UnixTime) -> Result<RegistrationDecision, Refusal> {
+        let link: Link
+        let registration: Registration
+        switch readRegistration(datagram) {
+        case .success(let read): (link, registration) = read
+        case .failure(let refusal): return .failure(refusal)
+        }
+        let mac = registration.owner.primaryMAC
+        let key = OwnerKey(interface: datagram.interface, primaryMAC: mac)
+        // A declared host the proxy holds is not this registration's: the registration wins (`yieldDeclared`).
+        let previous = hosts[key].flatMap { $0.declared ? nil : $0 }
+        if previous == nil {
+            // A declared hold of this host is replaced, not added to.
+            let held = hosts.count(on: datagram.interface) - (hosts[key] == nil ? 0 : 1)
+            let limit = configuration.maximumHostsPerInterface
+            guard held < limit else {
+                return .failure(
+                    Refusal(
+                        reason: .hostLimit, detail: "\(datagram.interface) holds \(held) hosts, limit \(limit)",
+                        owner: mac))
+            }
+        }
+        let sequence = registration.owner.sequence
+        let sameSequence = previous?.owner.sequence == sequence
+        let laterDatagram = sameSequence && previous?.answeredIDs.contains(registration.message.id) == true
+        let granted = min(registration.lease.lease, configuration.maximumLease)
+        let expiry = now + .seconds(Int64(granted))
+
+        // Same sequence number: add to the owner's records, replacing identical ones. A new sequence number: the
+        // host woke and slept again, so its records of other sequence numbers go.
+        var merge = RecordMerge(records: sameSequence ? Array(previous?.owner.records ?? []) : [])
+        let replacedCount = (previous?.owner.records.count ?? 0) - merge.records.count
+        // Held for hours, the records are packed with their own names, each once (`HeldRecords`), not the
+        // datagram's whole block.
+        for record in registration.records {
+            if let hijack = hijack(by: record, for: key) {
+                guard laterDatagram else {
+                    return .failure(Refusal(reason: hijack.reason, detail: hijack.detail, owner: mac))
+                }
+                merge.dropped.append(hijack.detail)
+                continue
+            }
+            merge.hold(HeldRecord(record: record, sequence: sequence, registeredAt: now, expiresAt: expiry))
+        }
+        for limit in recordLimits(of: key) where merge.records.count > limit.allowed {
+            // A later datagram keeps what was held before and as many of the new records as fit.
+            guard laterDatagram, merge.trim(to: limit.allowed, reason: limit.reason) else {
+                return .failure(Refusal(reason: limit.reason, detail: limit.detail(merge.records.count), owner: mac))
+            }
+        }
+        guard !merge.records.isEmpty else {
+            return .failure(
+                Refusal(
+                    reason: .nameHijack, detail: "nothing left to hold: \(merge.dropped.joined(separator: "; "))",
+                    owner: mac))
+        }
+        let registeredAt = (sameSequence ? previous?.owner.registeredAt : nil) ?? now
+        let owner = Owner(
+            key: key, wakeMAC: registration.owner.effectiveWakeMAC, password: registration.owner.password,
+            sequence: sequence, registeredAt: registeredAt, updatedAt: now, lastSource: datagram.source,
+            records: merge.records)
+        return .success(
+            RegistrationDecision(
+                link: link, registration: registration, previous: previous, owner: owner, granted: granted,
+                newRecords: merge.newRecords, replacedCount: replacedCount, dropped: merge.dropped,
+                laterDatagram: laterDatagram))
+    }
+
+    /// The served link a datagram came in on and the registration it holds, or why it is not one: the interface is
+    /// not served (or is retiring), the datagram is no registration, or its source is not on the link.
+    func readRegistration(_ datagram: RegistrationDatagram) -> Result<(Link, Registration), Refusal> {
         guard let link = links[datagram.interface] else {
             return .failure(Refusal(reason: .unknownInterface, detail: "interface \(datagram.interface) is not served"))
         }
@@ -236,188 +411,113 @@ extension SleepProxyCore {
         case .success(let parsed): registration = parsed
         case .failure(let refusal): return .failure(refusal)
         }
-        let mac = registration.owner.primaryMAC
         guard link.isOnLink(datagram.source.address) else {
             return .failure(
                 Refusal(
                     reason: .sourceOffLink,
                     detail:
                         "source \(datagram.source.address) is not on \(link.name) (\(link.prefixes.map(\.description).joined(separator: ", ")))",
-                    owner: mac))
+                    owner: registration.owner.primaryMAC))
         }
+        return .success((link, registration))
+    }
 
-        let key = OwnerKey(interface: datagram.interface, primaryMAC: mac)
-        // A declared host the proxy holds is not this registration's: the registration wins (`yieldDeclared`).
-        let existing = hosts[key].flatMap { $0.declared ? nil : $0 }
-        if existing == nil {
-            // A declared hold of this host is replaced, not added to.
-            let held = hosts.count(on: datagram.interface) - (hosts[key] == nil ? 0 : 1)
-            let limit = configuration.maximumHostsPerInterface
-            guard held < limit else {
-                return .failure(
-                    Refusal(
-                        reason: .hostLimit, detail: "\(datagram.interface) holds \(held) hosts, limit \(limit)",
-                        owner: mac))
-            }
+    /// Why `key` may not hold `record`, if it may not: the record claims a unique name held for another owner, or
+    /// an address held for another owner under any name (that would answer for, and through a reverse mapping take
+    /// over, a host that is not the registrant's).
+    func hijack(by record: DNSRecord, for key: OwnerKey) -> (reason: RefusalReason, detail: String)? {
+        if HeldRecord.claimsUniqueName(record), let holder = hosts.uniqueHolder(of: record.name, on: key.interface),
+            holder != key
+        {
+            return (.nameHijack, "\(record.name) \(record.type) is held for \(holder.primaryMAC)")
         }
-        let sequence = registration.owner.sequence
-        let sameSequence = existing?.owner.sequence == sequence
-        let laterDatagram = sameSequence && existing?.answeredIDs.contains(registration.message.id) == true
-        let granted = min(registration.lease.lease, configuration.maximumLease)
-        let expiry = now + .seconds(Int64(granted))
-
-        // Same sequence number: add to the owner's records, replacing identical ones. A new sequence number: the
-        // host woke and slept again, so its records of other sequence numbers go.
-        var records = sameSequence ? Array(existing?.owner.records ?? []) : []
-        let replacedCount = (existing?.owner.records.count ?? 0) - records.count
-        var dropped: [String] = []
-        var newRecords: [DNSRecord] = []
-        // Held for hours, the records are packed with their own names, each once (`HeldRecords`), not the
-        // datagram's whole block.
-        for record in registration.records {
-            if HeldRecord.claimsUniqueName(record), let holder = hosts.uniqueHolder(of: record.name, on: key.interface),
-                holder != key
-            {
-                let why = "\(record.name) \(record.type) is held for \(holder.primaryMAC)"
-                guard laterDatagram else { return .failure(Refusal(reason: .nameHijack, detail: why, owner: mac)) }
-                dropped.append(why)
-                continue
-            }
-            // Nor an address held for another owner, under any name: that would answer for (and, through a reverse
-            // mapping, take over) a host that is not the registrant's.
-            if let address = Self.claimedAddress(record), let holder = hosts.holder(of: address, on: key.interface),
-                holder != key
-            {
-                let why = "\(record.name) \(record.type) claims \(address), held for \(holder.primaryMAC)"
-                guard laterDatagram else {
-                    return .failure(Refusal(reason: .addressHijack, detail: why, owner: mac))
-                }
-                dropped.append(why)
-                continue
-            }
-            if let index = records.firstIndex(where: { $0.isIdentical(to: record) }) {
-                records.remove(at: index)
-            } else {
-                newRecords.append(record)
-            }
-            records.append(HeldRecord(record: record, sequence: sequence, registeredAt: now, expiresAt: expiry))
+        if let address = Self.claimedAddress(record), let holder = hosts.holder(of: address, on: key.interface),
+            holder != key
+        {
+            return (.addressHijack, "\(record.name) \(record.type) claims \(address), held for \(holder.primaryMAC)")
         }
+        return nil
+    }
 
+    /// The record limits `key`'s records must keep, in the order they are checked: how many records it may hold
+    /// under each, and the refusal's detail for a count over it.
+    func recordLimits(of key: OwnerKey) -> [(allowed: Int, reason: RefusalReason, detail: (Int) -> String)] {
         let othersHold = hosts.recordCount - (hosts[key]?.owner.records.count ?? 0)
         let perOwner = configuration.maximumRecordsPerOwner
         let total = configuration.maximumRecordsTotal
-        let limits = [
-            (
-                perOwner, RefusalReason.ownerRecordLimit,
-                { (count: Int) in
-                    "owner would hold \(count) records, limit \(perOwner)"
-                }
-            ),
-            (
-                total - othersHold, RefusalReason.totalRecordLimit,
-                { (count: Int) in
-                    "proxy would hold \(othersHold + count) records, limit \(total)"
-                }
-            ),
+        return [
+            (perOwner, .ownerRecordLimit, { "owner would hold \($0) records, limit \(perOwner)" }),
+            (total - othersHold, .totalRecordLimit, { "proxy would hold \(othersHold + $0) records, limit \(total)" }),
         ]
-        for (allowed, reason, detail) in limits where records.count > allowed {
-            guard laterDatagram else {
-                return .failure(Refusal(reason: reason, detail: detail(records.count), owner: mac))
-            }
-            // Keep what was held before and as many of the new records as fit.
-            let fresh = Set(newRecords.map(RecordIdentity.init))
-            var excess = records.count - max(allowed, 0)
-            for index in records.indices.reversed()
-            where excess > 0 && fresh.contains(RecordIdentity(records[index].record)) {
-                dropped.append("\(records[index].record.name) \(records[index].record.type): \(reason)")
-                newRecords.removeAll { HeldRecord.identical($0, records[index].record) }
-                records.remove(at: index)
-                excess -= 1
-            }
-            guard excess == 0 else {
-                return .failure(Refusal(reason: reason, detail: detail(records.count), owner: mac))
-            }
-        }
-        guard !records.isEmpty else {
-            return .failure(
-                Refusal(
-                    reason: .nameHijack, detail: "nothing left to hold: \(dropped.joined(separator: "; "))", owner: mac)
-            )
-        }
+    }
 
-        let owner = Owner(
-            key: key, wakeMAC: registration.owner.effectiveWakeMAC, password: registration.owner.password,
-            sequence: sequence, registeredAt: sameSequence ? existing!.owner.registeredAt : now, updatedAt: now,
-            lastSource: datagram.source, records: records)
+    /// Carries out an accepted registration: the host held (in place of a declared hold of it), its new unique
+    /// records probed, a wake in progress called off, the take-over restarted or updated, what is new announced,
+    /// the event and the reply.
+    private mutating func apply(_ decision: RegistrationDecision, of datagram: RegistrationDatagram, now: UnixTime)
+        -> [Action]
+    {
+        let key = decision.key
+        let owner = decision.owner
         var actions = yieldDeclared(key, now: now)
-        // A datagram already answered that holds nothing new is a retransmission (the client missed our reply) or
-        // a replay from anyone on the link: it refreshes the lease as Apple's proxy does, but it calls no wake
-        // off and costs no event; only the host's next registration (a new sequence) does those.
-        let isRetransmission = laterDatagram && newRecords.isEmpty && dropped.isEmpty
-        let wasWaking = isRetransmission ? nil : existing?.wake
-        // A host registering afresh (a new sequence) or while it is being woken is going to sleep now: everything
-        // it holds is taken over from the start (mDNS.c `ClearIdenticalProxyRecords` re-registers such records).
-        let fromTheStart = !sameSequence || wasWaking != nil
-        if existing != nil {
+        if decision.previous != nil {
             hosts.replaceRecords(of: key, with: owner)
         } else {
             hosts.insert(HeldHost(owner: owner))
         }
-        let fresh = fromTheStart ? nil : Set(newRecords.map(RecordIdentity.init))
+        let fresh = decision.fromTheStart ? nil : Set(decision.newRecords.map(RecordIdentity.init))
         let probes = Self.initialProbes(for: owner.records, now: now) { fresh?.contains(RecordIdentity($0)) ?? true }
+        let id = decision.registration.message.id
+        let count = owner.records.count
         hosts.update(key) { host in
-            if sameSequence {
-                host.answeredIDs.insert(registration.message.id)
+            if decision.sameSequence {
+                host.answeredIDs.insert(id)
             } else {
-                host.answeredIDs = [registration.message.id]
+                host.answeredIDs = [id]
             }
-            for position in records.indices {
-                if let probe = probes[position] { host.probes.set(probe, at: position, of: records.count) }
+            for position in 0..<count {
+                if let probe = probes[position] { host.probes.set(probe, at: position, of: count) }
             }
-            if wasWaking != nil { host.state = .proxying }
+            if decision.cancelledWake != nil { host.state = .proxying }
         }
-        if let wasWaking {
-            let detail = "registered again while being woken (\(wasWaking.reason)): wake cancelled"
+        if let wake = decision.cancelledWake {
+            let detail = "registered again while being woken (\(wake.reason)): wake cancelled"
             let event = Event(
-                time: now, kind: .wakeCancelled, interface: key.interface, owner: mac, source: datagram.source,
-                detail: detail)
+                time: now, kind: .wakeCancelled, interface: key.interface, owner: key.primaryMAC,
+                source: datagram.source, detail: detail)
             actions += [.store(.saveWake(key, nil)), .store(.appendEvent(event)), .log(.notice, "\(key): \(detail)")]
         }
-        if fromTheStart, existing != nil {
+        if decision.fromTheStart, decision.previous != nil {
             restartTakeovers(of: key, now: now)
         }
         // Take-over: announce what is new, twice about a second apart (PROTOCOL.md section 3.1). A retransmission
         // announces nothing again.
-        scheduleAnnouncement(of: fromTheStart ? records.map(\.record) : newRecords, on: link, now: now)
+        let announced = decision.fromTheStart ? owner.records.map(\.record) : decision.newRecords
+        scheduleAnnouncement(of: announced, on: decision.link, now: now)
 
-        let kind: Event.Kind = existing == nil ? .registered : (sameSequence ? .renewed : .replaced)
-        var detail =
-            "seq \(sequence), \(registration.records.count) records in this datagram (\(newRecords.count) new), \(records.count) held, lease \(granted) s"
-        if granted != registration.lease.lease { detail += " (asked \(registration.lease.lease) s)" }
-        if replacedCount > 0 { detail += ", \(replacedCount) records of seq \(existing!.owner.sequence) replaced" }
-        let addresses = owner.proxiedAddresses
-        if !addresses.isEmpty { detail += ", addresses \(addresses.map(\.description).joined(separator: " "))" }
-        if !registration.skipped.isEmpty { detail += ", skipped: \(registration.skipped.joined(separator: "; "))" }
-        if !dropped.isEmpty {
-            detail +=
-                ", \(dropped.count) records of this later datagram not held (the client counts them registered): \(dropped.joined(separator: "; "))"
-        }
-        let event = Event(
-            time: now, kind: kind, interface: key.interface, owner: mac, source: datagram.source, detail: detail)
+        let detail = decision.detail
         let record: [Action] =
-            isRetransmission
-            ? [.log(.debug, "\(key): datagram \(registration.message.id) again from \(datagram.source): \(detail)")]
-            : [
-                .store(.appendEvent(event)),
-                .log(dropped.isEmpty ? .info : .warning, "\(kind) \(key) from \(datagram.source): \(detail)"),
-            ]
-
+            if decision.isRetransmission {
+                [.log(.debug, "\(key): datagram \(id) again from \(datagram.source): \(detail)")]
+            } else {
+                [
+                    .store(
+                        .appendEvent(
+                            Event(
+                                time: now, kind: decision.kind, interface: key.interface, owner: key.primaryMAC,
+                                source: datagram.source, detail: detail))),
+                    .log(
+                        decision.dropped.isEmpty ? .info : .warning,
+                        "\(decision.kind) \(key) from \(datagram.source): \(detail)"),
+                ]
+            }
+        let registration = decision.registration
         let reply = RegistrationReply(
             interface: datagram.interface,
-            bytes: Self.reply(to: registration.message, granted: granted, keyLease: registration.lease.keyLease),
+            bytes: Self.reply(
+                to: registration.message, granted: decision.granted, keyLease: registration.lease.keyLease),
             destination: datagram.source, destinationScopeID: datagram.sourceScopeID, source: datagram.destination)
-        return .success(
-            [.store(.saveOwner(owner))] + record + actions + [.reply(reply)] + updateTakeovers(of: key, now: now))
+        return [.store(.saveOwner(owner))] + record + actions + [.reply(reply)] + updateTakeovers(of: key, now: now)
     }
 
     /// The reply Apple's proxy sends: same ID, flags 0xA800 (QR, UPDATE, RCODE 0), no records, and one OPT with
