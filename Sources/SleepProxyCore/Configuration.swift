@@ -1,6 +1,7 @@
 public import NetworkAddresses
 
-/// The limits and policies of the core. Every value has a default that serves a home network.
+/// The limits and policies of the core. Every value has a default that serves a home network; the config file's
+/// keys for them take these defaults (`Schema` in SleepProxyDaemon).
 public struct CoreConfiguration: Hashable, Sendable {
     /// Apple's sleep proxy grants at most 24 hours (PROTOCOL.md section 2.6); so do we, and never more.
     public static let leaseCeiling: UInt32 = 86_400
@@ -45,7 +46,8 @@ public struct CoreConfiguration: Hashable, Sendable {
     public var declaredHosts: [DeclaredHost] = []
 
     public init(
-        maximumLease: UInt32 = 86_400, maximumRecordsPerOwner: Int = 1_000, maximumRecordsTotal: Int = 10_000,
+        maximumLease: UInt32 = Self.leaseCeiling, maximumRecordsPerOwner: Int = 1_000,
+        maximumRecordsTotal: Int = 10_000,
         wakePolicy: WakePolicy = WakePolicy(), keepaliveOffload: Bool = true
     ) {
         self.maximumLease = min(max(maximumLease, 1), Self.leaseCeiling)

@@ -1,5 +1,6 @@
 import Logging
 import NetworkAddresses
+import SleepProxyControl
 import SleepProxyCore
 import TOMLConfig
 
@@ -14,9 +15,11 @@ struct Problem: Error {
     }
 }
 
-/// The keys of the config file and how each is read. `Config/sleepproxy.toml` documents the same keys; a test
-/// checks that the two agree.
+/// The keys of the config file: one row each (`ConfigKey`), in the order `--check-config` writes them.
+/// `Config/sleepproxy.toml` and `man/sleepproxy.toml.5` document the same keys, with the same defaults; tests
+/// check that the three agree.
 enum Schema {
+    /// How the reader finds a key: the rows of `keys`, as a tree of tables.
     enum Entry: Sendable {
         case value(@Sendable (TOMLValue, inout Settings) throws(Problem) -> Void)
         case table([String: Entry])
@@ -28,8 +31,16 @@ enum Schema {
 
     static let logLevels = Logger.Level.allCases.map(\.rawValue)
 
-    static let root: [String: Entry] = [
-        "interfaces": .value { value, settings throws(Problem) in
+    /// Where the defaults of the keys that configure the core and the daemon live.
+    private static let core = CoreConfiguration()
+    private static let daemon = DaemonConfiguration(interfaces: [], stateDirectory: Settings.defaultStateDirectory)
+
+    // MARK: The keys
+
+    static let interfaces = Setting(
+        "interfaces", \.interfaces, default: [],
+        doc: "The interfaces to serve; empty serves the interface of the IPv4 default route.",
+        parse: { value throws(Problem) in
             let names = try strings(value, "an array of interface names, such as [\"eth0\", \"eth0.20\"]")
             for name in names {
                 guard !name.isEmpty, name.utf8.count <= 15, !name.contains("/"),
@@ -40,179 +51,357 @@ enum Schema {
                 }
             }
             if let duplicate = duplicate(in: names) { throw Problem("\"\(duplicate)\" is listed twice") }
-            settings.interfaces = names
+            return names
         },
-        "state_directory": .value { value, settings throws(Problem) in
-            settings.stateDirectory = try absolutePath(value, allowEmpty: false)
-        },
-        "registration_port": .value { value, settings throws(Problem) in
-            settings.registrationPort = UInt16(try integer(value, in: 1...65_535))
-        },
-        "log_level": .value { value, settings throws(Problem) in
-            settings.logLevel = try choice(value, "one of \(logLevels.joined(separator: ", "))")
-        },
-        "wake_all_on_exit": .value { value, settings throws(Problem) in
-            settings.wakeAllOnExit = try boolean(value)
-        },
-        "advertisement": .table([
-            "enabled": .value { value, settings throws(Problem) in settings.advertise = try boolean(value) },
-            "metrics": .value { value, settings throws(Problem) in
-                let allowed = "\"AA-BB-CC-DD\", two digits from 10 to 99 each, such as \"20-30-50-73\""
-                let text = try string(value, allowed)
-                guard let metrics = Settings.Metrics(text) else {
-                    throw Problem("expected \(allowed), found \"\(text)\"")
-                }
-                guard metrics.features == nil else {
-                    throw Problem(
-                        "give the four numbers only: the feature digit (.1, TCP keepalive offload) follows advertisement.keepalive_offload"
-                    )
-                }
-                try validate(metrics)
-                settings.metrics = metrics
-            },
-            "name": .value { value, settings throws(Problem) in
-                let text = try string(value, "a name, or \"\" for this host's name")
-                guard text.utf8.count <= 50 else {
-                    throw Problem("at most 50 bytes (the numbers and the name share one 63-byte label)")
-                }
-                settings.advertisedName = text
-            },
-            "keepalive_offload": .value { value, settings throws(Problem) in
-                settings.keepaliveOffload = try boolean(value)
-            },
-            "host_name": .value { value, settings throws(Problem) in
-                let text = try string(value, "one DNS label, or \"\" for <this host>-sleepproxy")
-                guard text.utf8.count <= 63, !text.contains(".") else {
-                    throw Problem(
-                        "expected one DNS label (at most 63 bytes, no dots; .local is added), found \"\(text)\"")
-                }
-                settings.advertisedHostName = text
-            },
-        ]),
-        "limits": .table([
-            "maximum_lease": .value { value, settings throws(Problem) in
-                settings.maximumLease = UInt32(try integer(value, in: 1...Int(CoreConfiguration.leaseCeiling)))
-            },
-            "maximum_records_per_host": .value { value, settings throws(Problem) in
-                settings.maximumRecordsPerHost = try integer(value, in: 1...100_000)
-            },
-            "maximum_records": .value { value, settings throws(Problem) in
-                settings.maximumRecords = try integer(value, in: 1...1_000_000)
-            },
-            "event_history": .value { value, settings throws(Problem) in
-                settings.eventHistory = try integer(value, in: 1...1_000_000)
-            },
-            "maximum_batch": .value { value, settings throws(Problem) in
-                settings.maximumBatch = try integer(value, in: 1...4_096)
-            },
-            "maximum_registration_bytes": .value { value, settings throws(Problem) in
-                settings.maximumRegistrationBytes = try integer(value, in: 512...65_535)
-            },
-            "maximum_hosts_per_interface": .value { value, settings throws(Problem) in
-                settings.maximumHostsPerInterface = try integer(value, in: 1...1_000_000)
-            },
-            "registrations_per_second": .value { value, settings throws(Problem) in
-                settings.registrationsPerSecond = try integer(value, in: 1...1_000_000)
-            },
-            "registration_burst": .value { value, settings throws(Problem) in
-                settings.registrationBurst = try integer(value, in: 1...1_000_000)
-            },
-            "control_connections": .value { value, settings throws(Problem) in
-                settings.controlConnections = try integer(value, in: 1...1_024)
-            },
-            "queries_per_second": .value { value, settings throws(Problem) in
-                settings.queriesPerSecond = try integer(value, in: 1...10_000_000)
-            },
-            "query_burst": .value { value, settings throws(Problem) in
-                settings.queryBurst = try integer(value, in: 1...10_000_000)
-            },
-            "maximum_questions_per_query": .value { value, settings throws(Problem) in
-                settings.maximumQuestionsPerQuery = try integer(value, in: 1...1_000)
-            },
-            "maximum_pending_responses": .value { value, settings throws(Problem) in
-                settings.maximumPendingResponses = try integer(value, in: 16...1_000_000)
-            },
-        ]),
-        "control": .table([
-            "socket": .value { value, settings throws(Problem) in
-                let path = try absolutePath(value, allowEmpty: true)
-                // sockaddr_un.sun_path holds 108 bytes with the terminating zero.
-                guard path.utf8.count <= 107 else { throw Problem("a socket path is at most 107 bytes") }
-                settings.controlSocket = path
-            },
-            "group": .value { value, settings throws(Problem) in
-                if let number = value.int {
-                    guard (0...Int(UInt32.max - 1)).contains(number) else { throw Problem("not a group number") }
-                    settings.controlGroup = String(number)
-                } else {
-                    settings.controlGroup = try string(value, "a group name or number, or \"\" for the daemon's group")
-                }
-            },
-        ]),
-        "metrics": .table([
-            "listen": .value { value, settings throws(Problem) in
-                let text = try string(value, "\"ADDRESS:PORT\", or \"\" for no metrics endpoint")
-                if !text.isEmpty, case .failure(let error) = MetricsAddress.parse(text) {
-                    throw Problem(error.description)
-                }
-                settings.metricsListen = text
+        render: { names, context in
+            list(names)
+                + note(
+                    names.isEmpty, context.map { "the default route's: \($0.defaultRouteInterface ?? "none found")" })
+        })
+    /// Under systemd the default is `$STATE_DIRECTORY` (`Settings.init(environment:)`).
+    static let stateDirectory = Setting(
+        "state_directory", \.stateDirectory, default: Settings.defaultStateDirectory,
+        doc: "Where the lease store lives.",
+        parse: { value throws(Problem) in try absolutePath(value, allowEmpty: false) },
+        render: { path, _ in quoted(path) })
+    static let registrationPort = Setting(
+        "registration_port", \.registrationPort, default: daemon.registrationPort,
+        doc: "The UDP port registrations are sent to; clients learn it from the SRV record.",
+        parse: { value throws(Problem) in UInt16(try integer(value, in: 1...65_535)) },
+        render: { port, _ in "\(port)" })
+    static let logLevel = Setting(
+        "log_level", \.logLevel, default: Logger.Level.info,
+        doc: "The lowest level logged: \(logLevels.joined(separator: ", ")).",
+        parse: { value throws(Problem) in try choice(value, "one of \(logLevels.joined(separator: ", "))") },
+        render: { level, _ in quoted(level.rawValue) })
+    static let wakeAllOnExit = Setting(
+        "wake_all_on_exit", \.wakeAllOnExit, default: daemon.wakeAllOnExit,
+        doc: "On a clean stop, wake every held host instead of keeping the leases for the next start.")
+
+    static let advertise = Setting(
+        "advertisement.enabled", \.advertise, default: true,
+        doc: "Advertise the proxy under _sleep-proxy._udp; without it no client finds it.")
+    static let metrics = Setting(
+        "advertisement.metrics", \.metrics, default: Settings.Metrics.standard,
+        doc: "The numbers clients rank proxies by, AA-BB-CC-DD, lower first.",
+        parse: { value throws(Problem) in
+            let allowed = "\"AA-BB-CC-DD\", two digits from 10 to 99 each, such as \"20-30-50-73\""
+            let text = try string(value, allowed)
+            guard let metrics = Settings.Metrics(text) else {
+                throw Problem("expected \(allowed), found \"\(text)\"")
             }
-        ]),
-        "takeover": .table([
-            "claim": .value { value, settings throws(Problem) in
-                settings.addressClaim = try choice(value, "\"announce\" or \"lazy\"")
+            guard metrics.features == nil else {
+                throw Problem(
+                    "give the four numbers only: the feature digit (.1, TCP keepalive offload) follows advertisement.keepalive_offload"
+                )
             }
-        ]),
-        "hosts": .namedTables { name, table, settings throws(Problem) in
-            try settings.declaredHosts.append(declaredHost(named: name, table))
-            guard settings.declaredHosts.count <= Settings.declaredHostLimit else {
-                throw Problem("at most \(Settings.declaredHostLimit) declared hosts")
-            }
+            try validate(metrics)
+            return metrics
         },
-        "wake": .table([
-            "dry_run": .value { value, settings throws(Problem) in settings.dryRun = try boolean(value) },
-            "ignore_sources": .value { value, settings throws(Problem) in
-                let allowed = "an array of addresses or networks, such as [\"192.168.1.50\", \"fd00:1::/64\"]"
-                var prefixes: [Link.Prefix] = []
-                for text in try strings(value, allowed) {
-                    guard let prefix = Link.Prefix(text) else {
-                        throw Problem("\"\(text)\" is not an address or network; expected \(allowed)")
-                    }
-                    prefixes.append(prefix)
+        render: { metrics, _ in quoted(metrics.description) })
+    static let keepaliveOffload = Setting(
+        "advertisement.keepalive_offload", \.keepaliveOffload, default: core.keepaliveOffload,
+        doc: "Keep sleeping hosts' TCP connections alive, and advertise it with the feature digit .1.")
+    static let advertisedName = Setting(
+        "advertisement.name", \.advertisedName, default: "",
+        doc: "The name after the numbers; empty is this host's name.",
+        parse: { value throws(Problem) in
+            let text = try string(value, "a name, or \"\" for this host's name")
+            guard text.utf8.count <= 50 else {
+                throw Problem("at most 50 bytes (the numbers and the name share one 63-byte label)")
+            }
+            return text
+        },
+        render: { name, context in quoted(name) + note(name.isEmpty, context.map { "here: \($0.hostName)" }) })
+    static let advertisedHostName = Setting(
+        "advertisement.host_name", \.advertisedHostName, default: "",
+        doc: "The host name the proxy's SRV record points at; empty is <this host's name>-sleepproxy.",
+        parse: { value throws(Problem) in
+            let text = try string(value, "one DNS label, or \"\" for <this host>-sleepproxy")
+            guard text.utf8.count <= 63, !text.contains(".") else {
+                throw Problem(
+                    "expected one DNS label (at most 63 bytes, no dots; .local is added), found \"\(text)\"")
+            }
+            return text
+        },
+        render: { name, context in
+            quoted(name) + note(name.isEmpty, context.map { "here: \($0.hostName)-sleepproxy" })
+        })
+
+    static let maximumLease = Setting(
+        "limits.maximum_lease", \.maximumLease, default: core.maximumLease,
+        doc: "The longest lease granted, in seconds.",
+        parse: { value throws(Problem) in
+            UInt32(try integer(value, in: 1...Int(CoreConfiguration.leaseCeiling)))
+        },
+        render: { seconds, _ in "\(seconds)" })
+    static let maximumRecordsPerHost = Setting(
+        "limits.maximum_records_per_host", \.maximumRecordsPerHost, default: core.maximumRecordsPerOwner,
+        in: 1...100_000, doc: "Records one sleeping host may hold.")
+    static let maximumRecords = Setting(
+        "limits.maximum_records", \.maximumRecords, default: core.maximumRecordsTotal, in: 1...1_000_000,
+        doc: "Records all sleeping hosts together may hold.")
+    static let eventHistory = Setting(
+        "limits.event_history", \.eventHistory, default: daemon.eventHistoryLimit, in: 1...1_000_000,
+        doc: "Events kept in the history.")
+    static let maximumBatch = Setting(
+        "limits.maximum_batch", \.maximumBatch, default: daemon.maximumBatch, in: 1...4_096,
+        doc: "Registrations committed to the lease store in one transaction at most.")
+    static let maximumRegistrationBytes = Setting(
+        "limits.maximum_registration_bytes", \.maximumRegistrationBytes, default: core.maximumRegistrationBytes,
+        in: 512...65_535, doc: "The largest registration datagram accepted, in bytes.")
+    static let maximumHostsPerInterface = Setting(
+        "limits.maximum_hosts_per_interface", \.maximumHostsPerInterface, default: core.maximumHostsPerInterface,
+        in: 1...1_000_000, doc: "Hosts one interface may hold.")
+    static let registrationsPerSecond = Setting(
+        "limits.registrations_per_second", \.registrationsPerSecond, default: Int(core.registrationRate.perSecond),
+        in: 1...1_000_000, doc: "Registration datagrams one source address may send per second.")
+    static let registrationBurst = Setting(
+        "limits.registration_burst", \.registrationBurst, default: Int(core.registrationRate.burst),
+        in: 1...1_000_000, doc: "Registration datagrams one source address may send in a burst.")
+    static let controlConnections = Setting(
+        "limits.control_connections", \.controlConnections, default: daemon.controlConnections, in: 1...1_024,
+        doc: "sleepproxyctl connections open at once.")
+    static let queriesPerSecond = Setting(
+        "limits.queries_per_second", \.queriesPerSecond, default: Int(core.queryRate.perSecond),
+        in: 1...10_000_000, doc: "mDNS queries one source address may have answered per second.")
+    static let queryBurst = Setting(
+        "limits.query_burst", \.queryBurst, default: Int(core.queryRate.burst), in: 1...10_000_000,
+        doc: "mDNS queries one source address may have answered in a burst.")
+    static let maximumQuestionsPerQuery = Setting(
+        "limits.maximum_questions_per_query", \.maximumQuestionsPerQuery, default: core.maximumQuestionsPerQuery,
+        in: 1...1_000, doc: "Questions of one mDNS query that are answered.")
+    static let maximumPendingResponses = Setting(
+        "limits.maximum_pending_responses", \.maximumPendingResponses, default: core.maximumPendingResponses,
+        in: 16...1_000_000, doc: "Multicast answers waiting to go out.")
+
+    /// Under systemd the default is `control.sock` in `$RUNTIME_DIRECTORY` (`Settings.init(environment:)`).
+    static let controlSocket = Setting(
+        "control.socket", \.controlSocket, default: ControlProtocol.defaultSocketPath,
+        doc: "The Unix socket sleepproxyctl talks to; empty opens none.",
+        parse: { value throws(Problem) in
+            let path = try absolutePath(value, allowEmpty: true)
+            // sockaddr_un.sun_path holds 108 bytes with the terminating zero.
+            guard path.utf8.count <= 107 else { throw Problem("a socket path is at most 107 bytes") }
+            return path
+        },
+        render: { path, _ in quoted(path) })
+    static let controlGroup = Setting(
+        "control.group", \.controlGroup, default: "",
+        doc: "The group that owns the control socket, by name or number; empty keeps the daemon's group.",
+        parse: { value throws(Problem) in
+            if let number = value.int {
+                guard (0...Int(UInt32.max - 1)).contains(number) else { throw Problem("not a group number") }
+                return String(number)
+            }
+            return try string(value, "a group name or number, or \"\" for the daemon's group")
+        },
+        render: { group, _ in quoted(group) })
+
+    static let metricsListen = Setting(
+        "metrics.listen", \.metricsListen, default: "",
+        doc: "Where the metrics endpoint listens, ADDRESS:PORT; empty serves none.",
+        parse: { value throws(Problem) in
+            let text = try string(value, "\"ADDRESS:PORT\", or \"\" for no metrics endpoint")
+            if !text.isEmpty, case .failure(let error) = MetricsAddress.parse(text) {
+                throw Problem(error.description)
+            }
+            return text
+        },
+        render: { address, _ in quoted(address) })
+
+    static let addressClaim = Setting(
+        "takeover.claim", \.addressClaim, default: core.addressClaim,
+        doc: "How a sleeping host's address is claimed: announce or lazy.",
+        parse: { value throws(Problem) in try choice(value, "\"announce\" or \"lazy\"") },
+        render: { claim, _ in quoted(claim.rawValue) })
+
+    static let dryRun = Setting(
+        "wake.dry_run", \.dryRun, default: core.wakePolicy.dryRun,
+        doc: "Log and record what would wake whom, but send no magic packet.")
+    static let ignoreSources = Setting(
+        "wake.ignore_sources", \.ignoreSources, default: core.wakePolicy.ignoredSources,
+        doc: "Addresses or networks whose traffic never wakes anyone.",
+        parse: { value throws(Problem) in
+            let allowed = "an array of addresses or networks, such as [\"192.168.1.50\", \"fd00:1::/64\"]"
+            var prefixes: [Link.Prefix] = []
+            for text in try strings(value, allowed) {
+                guard let prefix = Link.Prefix(text) else {
+                    throw Problem("\"\(text)\" is not an address or network; expected \(allowed)")
                 }
-                settings.ignoreSources = prefixes
-            },
-            "never_wake": .value { value, settings throws(Problem) in
-                let allowed = "an array of host names or MACs, such as [\"imac\", \"aa:bb:cc:dd:ee:ff\"]"
-                var hosts: [WakePolicy.HostMatch] = []
-                for text in try strings(value, allowed) {
-                    guard let host = WakePolicy.HostMatch(parsing: text) else {
-                        throw Problem("\"\(text)\" is not a host name or MAC")
-                    }
-                    hosts.append(host)
+                prefixes.append(prefix)
+            }
+            return prefixes
+        },
+        render: { prefixes, _ in list(prefixes.map(\.description)) })
+    static let neverWake = Setting(
+        "wake.never_wake", \.neverWake, default: core.wakePolicy.neverWake,
+        doc: "Hosts answered for but never woken by traffic, by MAC or name.",
+        parse: { value throws(Problem) in
+            let allowed = "an array of host names or MACs, such as [\"imac\", \"aa:bb:cc:dd:ee:ff\"]"
+            var hosts: [WakePolicy.HostMatch] = []
+            for text in try strings(value, allowed) {
+                guard let host = WakePolicy.HostMatch(parsing: text) else {
+                    throw Problem("\"\(text)\" is not a host name or MAC")
                 }
-                settings.neverWake = hosts
-            },
-            "extra_ports": .hostTable { host, value, settings throws(Problem) in
+                hosts.append(host)
+            }
+            return hosts
+        },
+        render: { hosts, _ in list(hosts.map(\.description)) })
+    /// None by default (`Settings.extraPorts`).
+    static let extraPorts = ConfigKey(
+        path: ["wake", "extra_ports"],
+        form: .hostTable(
+            read: { host, value, settings throws(Problem) in
                 guard let match = WakePolicy.HostMatch(parsing: host) else {
                     throw Problem("\"\(host)\" is not a host name or MAC")
                 }
                 let ports = try ports(value)
                 // Two keys for one host (`imac` and `iMac.local`) would be printed as the same key, which TOML
-                // refuses; and the order of a table's keys means nothing, so the hosts are kept sorted, to give the
-                // same settings whichever way the file spells and orders them.
+                // refuses; and the order of a table's keys means nothing, so the hosts are kept sorted, to give
+                // the same settings whichever way the file spells and orders them.
                 guard !settings.extraPorts.contains(where: { $0.host == match }) else {
                     throw Problem("another key of this table already names the host \(match)")
                 }
                 settings.extraPorts.append(WakePolicy.ExtraPorts(host: match, ports: ports))
                 settings.extraPorts.sort { $0.host.description < $1.host.description }
             },
-        ]),
+            write: { settings in
+                settings.extraPorts.map { "\(quoted($0.host.description)) = \(list($0.ports.map(\.description)))" }
+            }),
+        doc: "Ports that also wake a host, beyond the services it registered: host = [\"tcp/PORT\", \"udp/PORT\"].")
+
+    /// None by default (`Settings.declaredHosts`).
+    static let declaredHosts = ConfigKey(
+        path: ["hosts"],
+        form: .namedTables(
+            keys: declaredHostKeys,
+            read: { name, table, settings throws(Problem) in
+                try settings.declaredHosts.append(declaredHost(named: name, table))
+                guard settings.declaredHosts.count <= Settings.declaredHostLimit else {
+                    throw Problem("at most \(Settings.declaredHostLimit) declared hosts")
+                }
+            },
+            write: { settings in
+                settings.declaredHosts.map { host in
+                    (
+                        host.name,
+                        declaredHostKeys.compactMap { key in key.write(host).map { "\(key.name) = \($0)" } }
+                    )
+                }
+            }),
+        doc: "Hosts that never register, one table each: [hosts.NAME].")
+
+    /// Every key, in the order the file is written.
+    static let keys: [ConfigKey] = [
+        interfaces.key, stateDirectory.key, registrationPort.key, logLevel.key, wakeAllOnExit.key,
+        advertise.key, metrics.key, keepaliveOffload.key, advertisedName.key, advertisedHostName.key,
+        maximumLease.key, maximumRecordsPerHost.key, maximumRecords.key, eventHistory.key, maximumBatch.key,
+        maximumRegistrationBytes.key, maximumHostsPerInterface.key, registrationsPerSecond.key,
+        registrationBurst.key, controlConnections.key, queriesPerSecond.key, queryBurst.key,
+        maximumQuestionsPerQuery.key, maximumPendingResponses.key,
+        controlSocket.key, controlGroup.key,
+        metricsListen.key,
+        addressClaim.key,
+        dryRun.key, ignoreSources.key, neverWake.key, extraPorts,
+        declaredHosts,
     ]
+
+    /// The keys as the reader looks them up, table by table.
+    static let root: [String: Entry] = tree(of: keys)
+
+    static func tree(of keys: [ConfigKey]) -> [String: Entry] {
+        var root: [String: Entry] = [:]
+        func insert(_ entry: Entry, at path: ArraySlice<String>, into table: inout [String: Entry]) {
+            guard let first = path.first else { return }
+            if path.count == 1 {
+                table[first] = entry
+                return
+            }
+            var inner: [String: Entry] = [:]
+            if case .table(let existing) = table[first] { inner = existing }
+            insert(entry, at: path.dropFirst(), into: &inner)
+            table[first] = .table(inner)
+        }
+        for key in keys {
+            let entry: Entry
+            switch key.form {
+            case .value(let read, _): entry = .value(read)
+            case .hostTable(let read, _): entry = .hostTable(read)
+            case .namedTables(_, let read, _): entry = .namedTables(read)
+            }
+            insert(entry, at: key.path[...], into: &root)
+        }
+        return root
+    }
 
     // MARK: Declared hosts
 
-    static let declaredHostKeys = ["mac", "interface", "addresses", "wake_ports", "host_name", "services"]
+    /// The keys of `[hosts.NAME]`, in the order they are read and written.
+    static let declaredHostKeys: [HostKey] = [
+        HostKey(
+            name: "mac",
+            read: { value, host throws(Problem) in
+                let text = try string(value, "the host's MAC, such as \"aa:bb:cc:dd:ee:ff\"")
+                guard let mac = MACAddress(text) else {
+                    throw Problem("\"\(text)\" is not a MAC; expected six hex bytes, such as \"aa:bb:cc:dd:ee:ff\"")
+                }
+                guard !mac.isZero, mac != .broadcast, !mac.isMulticast else {
+                    throw Problem("\(mac) is not a host's MAC (zero, broadcast or multicast)")
+                }
+                host.mac = mac
+            },
+            write: { host in quoted(host.mac.description) },
+            doc: "The MAC the host wakes on; required."),
+        HostKey(
+            name: "interface",
+            read: { value, host throws(Problem) in
+                let interface = try string(value, "an interface name")
+                guard !interface.isEmpty else { throw Problem("expected an interface name, found \"\"") }
+                host.interface = InterfaceName(interface)
+            },
+            write: { host in host.interface.rawValue.isEmpty ? nil : quoted(host.interface.rawValue) },
+            doc: "The served interface the host is on; may be left out when one interface is served."),
+        HostKey(
+            name: "addresses",
+            read: { value, host throws(Problem) in
+                (host.addresses, host.learnsAddresses) = try declaredAddresses(value)
+            },
+            write: { host in list(host.addresses.map(\.description) + (host.learnsAddresses ? ["learn"] : [])) },
+            doc: "Its addresses, with \"learn\" to add those it is seen using (the default)."),
+        HostKey(
+            name: "wake_ports",
+            read: { value, host throws(Problem) in host.wakePorts = try ports(value) },
+            write: { host in host.wakePorts.isEmpty ? nil : list(host.wakePorts.map(\.description)) },
+            doc: "Ports whose traffic wakes it, besides those of its services."),
+        HostKey(
+            name: "host_name",
+            read: { value, host throws(Problem) in
+                let text = try string(value, "the host's mDNS name without .local, such as \"iMac\"")
+                let probe = DeclaredHost(name: host.name, interface: "", mac: host.mac, hostName: text)
+                if let problem = probe.validate() { throw Problem(problem) }
+                host.hostName = text
+            },
+            write: { host in host.hostName.map(quoted) },
+            doc: "Its mDNS host name without .local, answered while it sleeps."),
+        HostKey(
+            name: "services",
+            read: { value, host throws(Problem) in host.services = try declaredServices(value) },
+            write: { host in
+                guard !host.services.isEmpty else { return nil }
+                let services = host.services.map { service in
+                    "{ name = \(quoted(service.name)), type = \(quoted(service.type)), port = \(service.port), txt = \(list(service.txt)) }"
+                }
+                return "[\(services.joined(separator: ", "))]"
+            },
+            doc: "Services answered while it sleeps; their ports wake it. Needs host_name."),
+    ]
+
+    /// A declared host as its table starts: what each key it leaves out stands for.
+    static func undeclared(name: String, mac: MACAddress) -> DeclaredHost {
+        DeclaredHost(name: name, interface: "", mac: mac, learnsAddresses: true)
+    }
 
     /// One `[hosts.NAME]` table. The interface may be left out when one is served (`Settings.daemonConfiguration`
     /// fills it in).
@@ -222,54 +411,22 @@ enum Schema {
         else {
             throw Problem("\"\(name)\" is not a host's table name: 1 to 63 letters, digits, - or _")
         }
-        for key in table.keys.sorted() where !declaredHostKeys.contains(key) {
-            var message =
-                "unknown key in [hosts.\(name)]; known keys: \(declaredHostKeys.sorted().joined(separator: ", "))"
-            if let close = closest(to: key, among: declaredHostKeys) { message += " (did you mean \(close)?)" }
+        let names = declaredHostKeys.map(\.name)
+        for key in table.keys.sorted() where !names.contains(key) {
+            var message = "unknown key in [hosts.\(name)]; known keys: \(names.sorted().joined(separator: ", "))"
+            if let close = closest(to: key, among: names) { message += " (did you mean \(close)?)" }
             throw Problem(message, at: [key])
         }
-        func at<Value>(_ key: String, _ read: (TOMLValue) throws(Problem) -> Value) throws(Problem) -> Value? {
-            guard let value = table[key] else { return nil }
+        guard table["mac"] != nil else { throw Problem("the host's MAC is required: mac = \"aa:bb:cc:dd:ee:ff\"") }
+        var host = undeclared(name: name, mac: .zero)
+        for key in declaredHostKeys {
+            guard let value = table[key.name] else { continue }
             do {
-                return try read(value)
+                try key.read(value, &host)
             } catch let problem {
-                throw Problem(problem.message, at: [key] + problem.key)
+                throw Problem(problem.message, at: [key.name] + problem.key)
             }
         }
-        guard
-            let mac = try at(
-                "mac",
-                { value throws(Problem) in
-                    let text = try string(value, "the host's MAC, such as \"aa:bb:cc:dd:ee:ff\"")
-                    guard let mac = MACAddress(text) else {
-                        throw Problem("\"\(text)\" is not a MAC; expected six hex bytes, such as \"aa:bb:cc:dd:ee:ff\"")
-                    }
-                    guard !mac.isZero, mac != .broadcast, !mac.isMulticast else {
-                        throw Problem("\(mac) is not a host's MAC (zero, broadcast or multicast)")
-                    }
-                    return mac
-                })
-        else { throw Problem("the host's MAC is required: mac = \"aa:bb:cc:dd:ee:ff\"") }
-        var host = DeclaredHost(name: name, interface: "", mac: mac, learnsAddresses: true)
-        if let interface = try at("interface", { value throws(Problem) in try string(value, "an interface name") }) {
-            guard !interface.isEmpty else { throw Problem("expected an interface name, found \"\"", at: ["interface"]) }
-            host.interface = InterfaceName(interface)
-        }
-        if let (addresses, learns) = try at("addresses", declaredAddresses) {
-            host.addresses = addresses
-            host.learnsAddresses = learns
-        }
-        host.wakePorts = try at("wake_ports", { value throws(Problem) in try ports(value) }) ?? []
-        host.hostName = try at(
-            "host_name",
-            { value throws(Problem) in
-                let text = try string(value, "the host's mDNS name without .local, such as \"iMac\"")
-                if let problem = DeclaredHost(name: name, interface: "", mac: mac, hostName: text).validate() {
-                    throw Problem(problem)
-                }
-                return text
-            })
-        host.services = try at("services", declaredServices) ?? []
         if let problem = host.validate() { throw Problem(problem) }
         return host
     }
@@ -397,6 +554,37 @@ enum Schema {
             throw Problem("expected \(allowed), found \"\(path)\"")
         }
         return path
+    }
+
+    // MARK: Value writers
+
+    /// `text` as a TOML basic string.
+    static func quoted(_ text: String) -> String {
+        var escaped = ""
+        for character in text.unicodeScalars {
+            switch character {
+            case "\"": escaped += "\\\""
+            case "\\": escaped += "\\\\"
+            case "\n": escaped += "\\n"
+            case "\t": escaped += "\\t"
+            default:
+                if character.value < 0x20 || character.value == 0x7F {
+                    let hex = String(character.value, radix: 16)
+                    escaped += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    escaped.unicodeScalars.append(character)
+                }
+            }
+        }
+        return "\"\(escaped)\""
+    }
+
+    static func list(_ items: [String]) -> String { "[" + items.map(quoted).joined(separator: ", ") + "]" }
+
+    /// A comment after the value, when `condition` holds and there is something to say.
+    static func note(_ condition: Bool, _ text: @autoclosure () -> String?) -> String {
+        guard condition, let text = text() else { return "" }
+        return "  # \(text)"
     }
 
     static func validate(_ metrics: Settings.Metrics) throws(Problem) {

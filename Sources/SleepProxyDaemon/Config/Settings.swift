@@ -9,8 +9,8 @@ public import SleepProxyCore
 #endif
 
 /// Everything an administrator can set, with its value in force: the defaults, then the config file, then the
-/// command line (`ConfigFile`, `sleepproxyd`). `Config/sleepproxy.toml` documents each key; the names here follow
-/// the file's keys.
+/// command line (`ConfigFile`, `sleepproxyd`). Each key of the file is a row of `Schema`, which says where it lands
+/// here, how it is read and written, and its default; the names here follow the file's keys.
 public struct Settings: Equatable, Sendable {
     /// The numbers of the advertised name, `AA-BB-CC-DD[.F]` (PROTOCOL.md section 1): lower is preferred.
     public struct Metrics: Equatable, Sendable, CustomStringConvertible {
@@ -57,63 +57,66 @@ public struct Settings: Equatable, Sendable {
         }
     }
 
+    // Each default is the one of its key in `Schema`, which also says how the key is read and written.
+
     /// The interfaces served; empty serves the interface of the IPv4 default route.
-    public var interfaces: [String] = []
+    public var interfaces: [String] = Schema.interfaces.defaultValue
     /// Where the lease store lives.
     public var stateDirectory: String
-    public var registrationPort: UInt16 = DaemonConfiguration.defaultRegistrationPort
-    public var logLevel: Logger.Level = .info
-    public var wakeAllOnExit = false
+    public var registrationPort: UInt16 = Schema.registrationPort.defaultValue
+    public var logLevel: Logger.Level = Schema.logLevel.defaultValue
+    public var wakeAllOnExit: Bool = Schema.wakeAllOnExit.defaultValue
 
     // [advertisement]
-    public var advertise = true
-    public var metrics = Metrics.standard
+    public var advertise: Bool = Schema.advertise.defaultValue
+    public var metrics: Metrics = Schema.metrics.defaultValue
     /// The name after the numbers; empty is this host's name.
-    public var advertisedName = ""
+    public var advertisedName: String = Schema.advertisedName.defaultValue
     /// The host name the proxy's SRV record points at; empty is `<this host's name>-sleepproxy`.
-    public var advertisedHostName = ""
+    public var advertisedHostName: String = Schema.advertisedHostName.defaultValue
     /// Keep sleeping hosts' TCP connections alive, and say so with the feature digit `.1` on every interface
     /// where the proxy can send its own frames.
-    public var keepaliveOffload = true
+    public var keepaliveOffload: Bool = Schema.keepaliveOffload.defaultValue
 
     // [limits]
-    public var maximumLease: UInt32 = CoreConfiguration.leaseCeiling
-    public var maximumRecordsPerHost = 1_000
-    public var maximumRecords = 10_000
-    public var eventHistory = 10_000
-    public var maximumBatch = 256
-    public var maximumRegistrationBytes = 9_000
-    public var maximumHostsPerInterface = 1_000
-    public var registrationsPerSecond = 50
-    public var registrationBurst = 500
-    public var controlConnections = 16
-    public var queriesPerSecond = 500
-    public var queryBurst = 200
-    public var maximumQuestionsPerQuery = 64
-    public var maximumPendingResponses = 4_096
+    public var maximumLease: UInt32 = Schema.maximumLease.defaultValue
+    public var maximumRecordsPerHost: Int = Schema.maximumRecordsPerHost.defaultValue
+    public var maximumRecords: Int = Schema.maximumRecords.defaultValue
+    public var eventHistory: Int = Schema.eventHistory.defaultValue
+    public var maximumBatch: Int = Schema.maximumBatch.defaultValue
+    public var maximumRegistrationBytes: Int = Schema.maximumRegistrationBytes.defaultValue
+    public var maximumHostsPerInterface: Int = Schema.maximumHostsPerInterface.defaultValue
+    public var registrationsPerSecond: Int = Schema.registrationsPerSecond.defaultValue
+    public var registrationBurst: Int = Schema.registrationBurst.defaultValue
+    public var controlConnections: Int = Schema.controlConnections.defaultValue
+    public var queriesPerSecond: Int = Schema.queriesPerSecond.defaultValue
+    public var queryBurst: Int = Schema.queryBurst.defaultValue
+    public var maximumQuestionsPerQuery: Int = Schema.maximumQuestionsPerQuery.defaultValue
+    public var maximumPendingResponses: Int = Schema.maximumPendingResponses.defaultValue
 
     // [control]
     /// The control socket's path; empty opens none.
     public var controlSocket: String
     /// The group that owns the control socket, by name or number; empty keeps the daemon's group.
-    public var controlGroup = ""
+    public var controlGroup: String = Schema.controlGroup.defaultValue
 
     // [metrics]
     /// Where the metrics endpoint listens (`ADDRESS:PORT`); empty serves none.
-    public var metricsListen = ""
+    public var metricsListen: String = Schema.metricsListen.defaultValue
 
     // [takeover]
-    public var addressClaim = AddressClaim.announce
+    public var addressClaim: AddressClaim = Schema.addressClaim.defaultValue
 
     // [wake]
-    public var dryRun = false
-    public var ignoreSources: [Link.Prefix] = []
-    public var neverWake: [WakePolicy.HostMatch] = []
+    public var dryRun: Bool = Schema.dryRun.defaultValue
+    public var ignoreSources: [Link.Prefix] = Schema.ignoreSources.defaultValue
+    public var neverWake: [WakePolicy.HostMatch] = Schema.neverWake.defaultValue
+    /// `[wake.extra_ports]`: none unless the file has some.
     public var extraPorts: [WakePolicy.ExtraPorts] = []
 
     // [hosts.NAME]
     /// Hosts that never register, in the order of the file; an interface left out is "" until
-    /// `daemonConfiguration` fills in the one served.
+    /// `daemonConfiguration` fills in the one served. None unless the file has some.
     public var declaredHosts: [DeclaredHost] = []
     /// Declared hosts at most: each is probed and filtered for on its own.
     public static let declaredHostLimit = 256
@@ -131,9 +134,8 @@ public struct Settings: Equatable, Sendable {
             guard let value = environment[variable], let path = value.split(separator: ":").first else { return nil }
             return String(path)
         }
-        stateDirectory = first("STATE_DIRECTORY") ?? Self.defaultStateDirectory
-        controlSocket =
-            first("RUNTIME_DIRECTORY").map { $0 + "/control.sock" } ?? ControlProtocol.defaultSocketPath
+        stateDirectory = first("STATE_DIRECTORY") ?? Schema.stateDirectory.defaultValue
+        controlSocket = first("RUNTIME_DIRECTORY").map { $0 + "/control.sock" } ?? Schema.controlSocket.defaultValue
     }
 
     /// The process's environment, as `init(environment:)` reads it.
