@@ -78,11 +78,14 @@ install-check: build
 fuzz-short: deps
 	Fuzz/run.sh $(SHORT_FUZZ_SECONDS)
 
-# The package the boot test installs (Tests/SleepProxyDaemonTests/Package): built as root only, since make deb
-# installs its tools with apt; without root the boot test says it is skipped.
+# The packages the boot tests install (Tests/SleepProxyDaemonTests/Package): this checkout's, and the previous
+# release's from its git tag for the upgrade (scripts/build-previous-deb.sh; in a clone without the tag it says so and
+# the upgrade test is skipped). Built as root only, since make deb installs its tools with apt; without root the boot
+# tests say they are skipped.
 deb-for-test:
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory deb; \
-	else echo "deb-for-test: not root: no package is built, and the boot test is skipped"; fi
+		scripts/build-previous-deb.sh $(DEB_DIR)/previous || [ $$? = 2 ]; \
+	else echo "deb-for-test: not root: no package is built, and the boot tests are skipped"; fi
 
 test: lint unit-check deb-for-test unit-test install-check fuzz-short
 

@@ -90,6 +90,17 @@ public final class TCPConnection {
         }
     }
 
+    /// Waits at most `timeout` for the peer to close (or reset) the connection: true once it has, false if it is
+    /// still open then or sent bytes instead (they are left unread).
+    public func closed(within timeout: Duration) -> Bool {
+        let (seconds, attoseconds) = timeout.components
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&entry, 1, Int32(seconds * 1000 + attoseconds / 1_000_000_000_000_000)) > 0 else { return false }
+        var byte: UInt8 = 0
+        let count = recv(descriptor, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return count == 0 || (count < 0 && errno == ECONNRESET)
+    }
+
     /// One request and its response (read by its Content-Length).
     public func exchange(_ request: String) throws -> HTTPReply {
         send(Array(request.utf8))

@@ -10,6 +10,10 @@ import SleepProxyDaemon
 import Synchronization
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The exposition, driven through the core and the action performer with an injected clock: each metric moves
 /// when its event happens; the text passes `promtool check metrics`.
 @Suite struct MetricsTests {
@@ -32,8 +36,8 @@ import Testing
         /// The wall clock the performer reads.
         let clock = TestClock()
 
-        init() {
-            core = SleepProxyCore()
+        init(configuration: CoreConfiguration = CoreConfiguration()) {
+            core = SleepProxyCore(configuration: configuration)
             core.setLink(
                 Link(
                     name: MetricsTests.interface, macAddress: MetricsTests.proxyMAC,
@@ -78,16 +82,17 @@ import Testing
         }
     }
 
-    static func registration(sequence: UInt8 = 1) -> [UInt8] {
+    static func registration(sequence: UInt8 = 1, extra: [DNSRecord] = []) -> [UInt8] {
         let host: DNSName = "sleepy.local."
-        let records = [
-            DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .a(sleeper)),
-            DNSRecord(name: ReverseMapping.name(of: .v4(sleeper)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
-            DNSRecord(
-                name: "sleepy._ssh._tcp.local.", ttl: 120, cacheFlush: true,
-                rdata: .srv(SRVData(priority: 0, weight: 0, port: 22, target: host))),
-            DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr("sleepy._ssh._tcp.local.")),
-        ]
+        let records =
+            [
+                DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .a(sleeper)),
+                DNSRecord(name: ReverseMapping.name(of: .v4(sleeper)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
+                DNSRecord(
+                    name: "sleepy._ssh._tcp.local.", ttl: 120, cacheFlush: true,
+                    rdata: .srv(SRVData(priority: 0, weight: 0, port: 22, target: host))),
+                DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr("sleepy._ssh._tcp.local.")),
+            ] + extra
         return ClientMessage.update(
             id: 0x1234, records: records, owner: OwnerOption(sequence: sequence, primaryMAC: sleeperMAC))
     }
@@ -96,6 +101,17 @@ import Testing
         EthernetFrame.tcp(
             TCPSegment(sourcePort: 50_000, destinationPort: port, sequenceNumber: 1, flags: .syn, payload: []),
             sourceAddress: waker, destinationAddress: sleeper, source: wakerMAC, destination: proxyMAC)
+    }
+
+    /// A multicast query from the waker with one question per name and type.
+    static func query(_ questions: [(DNSName, DNSType)]) throws -> MDNSPacket {
+        MDNSPacket(
+            interface: interface, source: Endpoint(address: .v4(waker), port: 5353), destination: .v4(.mdnsGroup),
+            sourceMAC: wakerMAC,
+            bytes: try DNSMessage(
+                id: 0, flags: DNSFlags(response: false, opcode: .query),
+                questions: questions.map { DNSQuestion(name: $0.0, type: $0.1) }
+            ).encoded())
     }
 
     /// `name{labels} value` lines to a dictionary; comments left out.
@@ -121,6 +137,11 @@ import Testing
         #expect(values["sleepproxy_wake_latency_seconds_count"] == 0)
         #expect(values["sleepproxy_build_info{version=\"9.9.9-test\"}"] == 1)
         #expect(values["sleepproxy_hosts_held{interface=\"eth0\"}"] == 0)
+        #expect(values["sleepproxy_keepalive_connections{interface=\"eth0\"}"] == 0)
+        #expect(values["sleepproxy_lease_expiries_total"] == 0)
+        #expect(values["sleepproxy_mdns_queries_rate_limited_total"] == 0)
+        #expect(values["sleepproxy_mdns_answer_cache_lookups_total{result=\"hit\"}"] == 0)
+        #expect(values["sleepproxy_mdns_answer_cache_lookups_total{result=\"miss\"}"] == 0)
 
         rig.register(Self.registration())
         values = rig.scrape()
@@ -135,6 +156,22 @@ import Testing
 
         rig.advance(.seconds(12))
         #expect(rig.scrape()["sleepproxy_addresses_taken_over{interface=\"eth0\"}"] == 1)
+
+        // Each question is looked up in the answer cache: worked out the first time, then taken from the cache
+        // while nothing held changes; a second question in one query is a lookup of its own.
+        let hits = "sleepproxy_mdns_answer_cache_lookups_total{result=\"hit\"}"
+        let misses = "sleepproxy_mdns_answer_cache_lookups_total{result=\"miss\"}"
+        rig.perform(rig.core.handleMDNS(try Self.query([("sleepy.local.", .a)]), now: rig.now))
+        values = rig.scrape()
+        #expect(values[hits] == 0 && values[misses] == 1, "\(values.filter { $0.key.contains("cache") })")
+        #expect(values["sleepproxy_mdns_answers_sent_total{destination=\"multicast\"}"] == 1)
+        rig.perform(rig.core.handleMDNS(try Self.query([("sleepy.local.", .a)]), now: rig.now))
+        rig.perform(
+            rig.core.handleMDNS(try Self.query([("SLEEPY.local.", .a), ("_ssh._tcp.local.", .ptr)]), now: rig.now))
+        values = rig.scrape()
+        #expect(values[hits] == 2 && values[misses] == 2, "\(values.filter { $0.key.contains("cache") })")
+        #expect(values["sleepproxy_mdns_queries_received_total"] == 3)
+        #expect(values["sleepproxy_mdns_queries_rate_limited_total"] == 0)
 
         // A SYN captured at T; the performer's clock reads T + 300 µs when the magic packets have gone.
         let captured = rig.clock.read()
@@ -168,19 +205,15 @@ import Testing
         #expect(values["sleepproxy_hosts_held{interface=\"eth0\"}"] == 0)
         #expect(values["sleepproxy_records_held{interface=\"eth0\"}"] == 0)
 
-        // A query for a name nobody holds is counted, not answered.
+        // A query for a name nobody holds, and for the host let go, is counted, not answered. Neither answer
+        // comes from the cache: the first was never asked, and the release changed what is held.
+        let answered = rig.scrape()["sleepproxy_mdns_answers_sent_total{destination=\"multicast\"}"]
         rig.perform(
-            rig.core.handleMDNS(
-                MDNSPacket(
-                    interface: Self.interface, source: Endpoint(address: .v4(Self.waker), port: 5353),
-                    destination: .v4(.mdnsGroup), sourceMAC: Self.wakerMAC,
-                    bytes: try DNSMessage(
-                        id: 0, flags: DNSFlags(response: false, opcode: .query),
-                        questions: [DNSQuestion(name: "nobody.local.", type: .a)]
-                    ).encoded()), now: rig.now))
+            rig.core.handleMDNS(try Self.query([("nobody.local.", .a), ("sleepy.local.", .a)]), now: rig.now))
         values = rig.scrape()
-        #expect(values["sleepproxy_mdns_queries_received_total"] == 1)
-        #expect(values["sleepproxy_mdns_answers_sent_total{destination=\"multicast\"}"] == 0)
+        #expect(values["sleepproxy_mdns_queries_received_total"] == 4)
+        #expect(values["sleepproxy_mdns_answers_sent_total{destination=\"multicast\"}"] == answered)
+        #expect(values[hits] == 2 && values[misses] == 4, "\(values.filter { $0.key.contains("cache") })")
 
         // A failed commit is a store error.
         rig.store.fails = true
@@ -190,6 +223,91 @@ import Testing
         #expect((values["process_resident_memory_bytes"] ?? 0) > 0)
         #expect((values["process_open_fds"] ?? 0) > 0)
         #expect((values["process_start_time_seconds"] ?? 0) > 1_600_000_000)
+    }
+
+    /// A connection a sleeping host hands over is counted while it is kept, and no longer once the host is let go.
+    @Test func keptConnectionsAreCounted() {
+        let rig = Rig()
+        let connection = KeepaliveConnection(
+            interval: 20, local: Endpoint(address: .v4(Self.sleeper), port: 50_000),
+            remote: Endpoint(address: .v4(Self.waker), port: 4_000), remoteMAC: Self.wakerMAC, sequence: 1_000,
+            acknowledgment: 5_000, window: 2_048)
+        rig.register(Self.registration(extra: [KeepaliveRecord.record(connection)]))
+        rig.advance(.seconds(12))
+        let gauge = "sleepproxy_keepalive_connections{interface=\"eth0\"}"
+        #expect(rig.scrape()[gauge] == 1)
+        rig.perform(
+            rig.core.forget(
+                OwnerKey(interface: Self.interface, primaryMAC: Self.sleeperMAC), now: rig.now, reason: "a test"))
+        #expect(rig.scrape()[gauge] == 0)
+    }
+
+    /// A lease that runs out is counted once, when it ends, and starts the wake its host is owed.
+    @Test func aLeaseThatRunsOutIsCounted() {
+        let rig = Rig()
+        rig.register(Self.registration())
+        rig.advance(.seconds(7_199))
+        var values = rig.scrape()
+        #expect(values["sleepproxy_lease_expiries_total"] == 0)
+        #expect(values["sleepproxy_wakes_total{trigger=\"lease-end\"}"] == 0)
+        rig.advance(.seconds(2))
+        values = rig.scrape()
+        #expect(values["sleepproxy_lease_expiries_total"] == 1)
+        #expect(values["sleepproxy_wakes_total{trigger=\"lease-end\"}"] == 1)
+        rig.advance(.seconds(600))
+        #expect(rig.scrape()["sleepproxy_lease_expiries_total"] == 1)
+    }
+
+    /// Queries past the sender's allowance are counted as such, and only those within it are looked up.
+    @Test func queriesOverTheRateAreCounted() throws {
+        var configuration = CoreConfiguration()
+        configuration.queryRate = Rate(perSecond: 1, burst: 3)
+        let rig = Rig(configuration: configuration)
+        rig.register(Self.registration())
+        for _ in 0..<5 {
+            rig.perform(rig.core.handleMDNS(try Self.query([("sleepy.local.", .a)]), now: rig.now))
+        }
+        let values = rig.scrape()
+        #expect(values["sleepproxy_mdns_queries_received_total"] == 5)
+        #expect(values["sleepproxy_mdns_queries_rate_limited_total"] == 2)
+        #expect(values["sleepproxy_mdns_answer_cache_lookups_total{result=\"miss\"}"] == 1)
+        #expect(values["sleepproxy_mdns_answer_cache_lookups_total{result=\"hit\"}"] == 2)
+    }
+
+    /// The process metrics are this process's own figures, in the units their names say, read at the scrape.
+    @Test func processMetricsAreThisProcesssOwn() throws {
+        func cpuSeconds() -> Double {
+            var time = timespec()
+            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+            return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+        }
+        func virtualBytes() throws -> Double {
+            let stat = try String(contentsOfFile: "/proc/self/stat", encoding: .utf8)
+            let fields = stat[stat.index(after: try #require(stat.lastIndex(of: ")")))...].split(separator: " ")
+            // vsize is field 23; fields[0] is field 3.
+            return try #require(Double(fields[20]))
+        }
+        let metrics = DaemonMetrics(version: "1")
+        let cpuBefore = cpuSeconds()
+        let virtualBefore = try virtualBytes()
+        let values = Self.parse(
+            metrics.exposition(MetricsSnapshot(statistics: CoreStatistics(), held: [:], capture: [:])))
+        let cpuAfter = cpuSeconds()
+        let virtualAfter = try virtualBytes()
+
+        // /proc counts CPU time in clock ticks (10 ms), rounding down, thread by thread.
+        let cpu = try #require(values["process_cpu_seconds_total"])
+        #expect(cpu > cpuBefore - 0.1 - cpuBefore / 50 && cpu <= cpuAfter + 0.01, "\(cpuBefore) \(cpu) \(cpuAfter)")
+        // Other tests in this process map and unmap memory meanwhile (thread stacks, buffers): a margin of a quarter.
+        let virtual = try #require(values["process_virtual_memory_bytes"])
+        #expect(
+            virtual >= min(virtualBefore, virtualAfter) * 0.75 && virtual <= max(virtualBefore, virtualAfter) * 1.25,
+            "\(virtualBefore) \(virtual) \(virtualAfter)")
+        #expect(virtual > (values["process_resident_memory_bytes"] ?? .infinity))
+        var limit = rlimit()
+        try #require(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0)
+        #expect(values["process_max_fds"] == Double(limit.rlim_cur))
+        #expect((values["process_open_fds"] ?? 0) < Double(limit.rlim_cur))
     }
 
     /// Capture counters grow by what libpcap counted since the last scrape; an interface no longer served leaves.

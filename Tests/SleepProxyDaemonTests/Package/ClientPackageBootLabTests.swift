@@ -1,4 +1,10 @@
+import CaptureStream
+import DNSWire
 import Foundation
+import Frames
+import NetworkAddresses
+import SleepProxyDaemon
+import Synchronization
 import TestLab
 import Testing
 
@@ -28,6 +34,50 @@ struct ClientPackageBootLabTests {
             }, uniquingKeysWith: { first, _ in first })
     }
 
+    /// The frames a capture delivered so far.
+    final class Seen: Sendable {
+        let frames = Mutex<[CapturedFrame]>([])
+    }
+
+    /// What the sleeper's host put on the link, as the proxy's interface saw it.
+    struct Sent {
+        /// The OWNER sequence of each registration (a DNS UPDATE to the proxy).
+        var registrations: [UInt8] = []
+        /// Each mDNS response that carries OWNER: its sequence and its records.
+        var announcements: [(sequence: UInt8, records: [DNSRecord])] = []
+        /// The address of each gratuitous ARP (broadcast, sender and target the same address) for `mac`.
+        var gratuitousARP: [IPv4Address] = []
+        /// The target of each unsolicited Neighbour Advertisement (to all nodes, Override, not Solicited) for `mac`.
+        var unsolicitedNA: [IPv6Address] = []
+
+        init(_ frames: [CapturedFrame], mac: MACAddress) {
+            for frame in frames {
+                guard let parsed = try? EthernetFrame(parsing: frame.bytes), parsed.header.source == mac else {
+                    continue
+                }
+                if let arp = parsed.arp, arp.isGratuitous, arp.senderHardwareAddress == mac,
+                    parsed.header.destination == .broadcast
+                {
+                    gratuitousARP.append(arp.senderProtocolAddress)
+                } else if let advertisement = parsed.icmpv6?.neighborAdvertisement,
+                    parsed.ipv6?.header.destination == IPv6Address("ff02::1"),
+                    advertisement.flags.contains(.override), !advertisement.flags.contains(.solicited),
+                    advertisement.targetLinkLayerAddress == mac
+                {
+                    unsolicitedNA.append(advertisement.target)
+                } else if let udp = parsed.udp, let message = try? DNSMessage(decoding: udp.payload),
+                    let owner = message.optRecords.first?.optData?.owner
+                {
+                    if message.flags.opcode == .update, udp.destinationPort == 5354 {
+                        registrations.append(owner.sequence)
+                    } else if message.flags.isResponse, udp.destinationPort == 5353 {
+                        announcements.append((owner.sequence, message.answers))
+                    }
+                }
+            }
+        }
+    }
+
     func journal(_ system: BootedSystem) async throws -> String {
         try await system.runChecked(["journalctl", "-u", "sleepproxy-client", "--no-pager", "-o", "cat"]).stdout
     }
@@ -43,6 +93,16 @@ struct ClientPackageBootLabTests {
             let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
             defer { daemon.signal(SIGTERM) }
             _ = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: SleepClientLabTests.services)
+            // What the container (in the sleeper's namespace) sends, from the wire: the proxy's interface.
+            let sleeper = lab.host(.sleeper)
+            let sleeperMAC = try #require(MACAddress(sleeper.macString))
+            let wire = try lab.withNamespace(.proxy) { try CaptureStream(interface: "eth0") }
+            defer { wire.close() }
+            try wire.setFilter("ether src \(sleeper.macString)")
+            let seen = Seen()
+            let reader = Task { for await frame in wire.frames { seen.frames.withLock { $0.append(frame) } } }
+            defer { reader.cancel() }
+            func sent() -> Sent { Sent(seen.frames.withLock { $0 }, mac: sleeperMAC) }
             try await BootedSystem.withBooted(in: lab, role: .sleeper) { system in
                 _ = try Lab.runInTestNamespace(["cp", package, system.shared + "/client.deb"])
                 // No network in the container: the recommended avahi-daemon and ethtool are not fetched (the
@@ -104,6 +164,9 @@ struct ClientPackageBootLabTests {
                     "\(registered)")
                 let held = try await OperationsLabTests().ctl(lab, ["hosts"])
                 #expect(held.stdout.contains("sleeper.local"), "\(held)")
+                let registration = try await eventually("the registration on the wire", within: .seconds(5)) {
+                    sent().registrations.last
+                }
                 #expect(!daemon.stderr.contains("released"), "\(daemon.stderr)")
                 Self.say(
                     "sleep.target started: the unit is active (exited); \(registered.split(separator: "\n").last(where: { $0.contains("registered") }) ?? "")"
@@ -117,8 +180,27 @@ struct ClientPackageBootLabTests {
                 }
                 let returned = try await journal(system)
                 #expect(returned.contains("returned on eth0: announced"), "\(returned)")
-                // Under the unit's sandbox (CAP_NET_RAW, AF_PACKET) the addresses went out too.
-                #expect(returned.contains(" and 3 addresses; "), "\(returned)")
+                // On the wire, all sent before the unit stopped: the records twice, a second apart, with the next
+                // sequence; each time, under the unit's sandbox (CAP_NET_RAW, AF_PACKET), a gratuitous ARP for the
+                // IPv4 address and an unsolicited Neighbour Advertisement for each IPv6 one, the link-local too.
+                let back = try await eventually("the return's frames at the proxy", within: .seconds(5)) {
+                    let back = sent()
+                    return back.announcements.count >= 2 && back.gratuitousARP.count >= 2
+                        && back.unsolicitedNA.count >= 4 ? back : nil
+                }
+                #expect(back.announcements.map(\.sequence) == [registration &+ 1, registration &+ 1])
+                for announcement in back.announcements {
+                    #expect(
+                        announcement.records.contains {
+                            $0.name == "sleeper.local." && $0.rdata == .a(IPv4Address(sleeper.ipv4)!)
+                        }, "\(announcement.records)")
+                }
+                #expect(back.gratuitousARP == [IPv4Address(sleeper.ipv4)!, IPv4Address(sleeper.ipv4)!])
+                #expect(
+                    back.unsolicitedNA.sorted { $0.description < $1.description }
+                        == [sleeper.ula, sleeper.ula, sleeper.ipv6LinkLocal, sleeper.ipv6LinkLocal].map {
+                            IPv6Address($0)!
+                        }.sorted { $0.description < $1.description }, "\(back.unsolicitedNA)")
                 #expect(!returned.contains("cannot announce the addresses"), "\(returned)")
                 #expect(!returned.contains("cannot read /proc/self/net/if_inet6"), "\(returned)")
                 _ = try await eventually("the release", within: .seconds(2)) {
