@@ -1,6 +1,5 @@
 import CNetSupport
 public import NetworkAddresses
-public import SleepProxyCore
 import Synchronization
 
 #if canImport(Glibc)
