@@ -165,11 +165,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // Test support: fixture readers (pcap files, hex dumps) and the three-host network namespace lab.
+        // Test support: fixture readers (pcap files, hex dumps), the one copy of the real packets the DNSWire and
+        // core tests share (`Fixture`), and the three-host network namespace lab.
         .target(
             name: "FixtureSupport",
             dependencies: ["DNSWire", "NetworkAddresses", "SleepProxyCore"],
             path: "Tests/FixtureSupport",
+            resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -187,7 +189,6 @@ let package = Package(
         .testTarget(
             name: "DNSWireTests",
             dependencies: ["DNSWire", "FixtureSupport"],
-            resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -199,7 +200,6 @@ let package = Package(
         .testTarget(
             name: "SleepProxyCoreTests",
             dependencies: ["SleepProxyCore", "DNSWire", "Frames", "NetworkAddresses", "FixtureSupport"],
-            resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
         // A child process for the lease store's crash test: commits batches until it is killed.
