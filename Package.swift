@@ -34,8 +34,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
     ],
     targets: [
-        // Wire formats: pure, no dependencies beyond the shared address types.
+        // The addresses every other target speaks of: MAC, IPv4, IPv6, an address and port (`Endpoint`), and where
+        // mDNS is spoken (`MulticastDNS`: its port and groups). Shared by the codecs, the core, the sockets and the
+        // sleep client, so that none of them needs another's module for these words alone.
         .target(name: "NetworkAddresses", swiftSettings: swiftSettings),
+
+        // Wire formats: pure, no dependencies beyond the shared address types.
         .target(name: "DNSWire", dependencies: ["NetworkAddresses"], swiftSettings: swiftSettings),
         .target(name: "Frames", dependencies: ["NetworkAddresses"], swiftSettings: swiftSettings),
 
@@ -83,10 +87,10 @@ let package = Package(
         .target(name: "SleepProxyControl", dependencies: ["CBuildInfo"], swiftSettings: swiftSettings),
 
         // Sockets and interfaces, shared by the daemon and the sleep client: UDP with packet info, and what an
-        // interface has (index, MAC, addresses).
+        // interface has (index, MAC, addresses). It does not see the proxy's core.
         .target(
             name: "NetworkIO",
-            dependencies: ["SleepProxyCore", "NetworkAddresses", "CNetSupport"],
+            dependencies: ["NetworkAddresses", "CNetSupport"],
             swiftSettings: swiftSettings
         ),
 
@@ -132,12 +136,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // The sleep client: finds proxies and its own records on mDNS, registers, announces its return.
+        // The sleep client: finds proxies and its own records on mDNS, registers, announces its return. It does not
+        // link the proxy's core.
         .target(
             name: "SleepProxyClient",
             dependencies: [
-                "SleepProxyClientCore", "DNSWire", "NetworkAddresses", "NetworkIO", "SleepProxyCore", "CNetSupport",
-                "TOMLConfig",
+                "SleepProxyClientCore", "DNSWire", "NetworkAddresses", "NetworkIO", "CNetSupport", "TOMLConfig",
             ],
             swiftSettings: swiftSettings
         ),
@@ -161,11 +165,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // Test support: fixture readers (pcap files, hex dumps) and the three-host network namespace lab.
+        // Test support: fixture readers (pcap files, hex dumps), the one copy of the real packets the DNSWire and
+        // core tests share (`Fixture`), and the three-host network namespace lab.
         .target(
             name: "FixtureSupport",
             dependencies: ["DNSWire", "NetworkAddresses", "SleepProxyCore"],
             path: "Tests/FixtureSupport",
+            resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -183,7 +189,6 @@ let package = Package(
         .testTarget(
             name: "DNSWireTests",
             dependencies: ["DNSWire", "FixtureSupport"],
-            resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -195,7 +200,6 @@ let package = Package(
         .testTarget(
             name: "SleepProxyCoreTests",
             dependencies: ["SleepProxyCore", "DNSWire", "Frames", "NetworkAddresses", "FixtureSupport"],
-            resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
         // A child process for the lease store's crash test: commits batches until it is killed.

@@ -116,7 +116,7 @@ if wants keepalive || wants config; then
 fi
 if wants config; then
     together "module LeaseStore NetworkAddresses DNSWire SleepProxyCore -- \$(sources LeaseStore)" \
-        "module NetworkIO NetworkAddresses SleepProxyCore -- \$(sources NetworkIO)" \
+        "module NetworkIO NetworkAddresses -- \$(sources NetworkIO)" \
         "module TOMLConfig -- \$(sources TOMLConfig)"
     # Of SleepProxyDaemon, the config file's part (Config/): the rest (the metrics endpoint on swift-nio, the
     # shells) is not what this target fuzzes, and would need every package's modules and objects here.

@@ -5,7 +5,6 @@ import Foundation
 import Frames
 import NetworkAddresses
 import NetworkIO
-import SleepProxyCore
 import SleepProxyDaemon
 import TestLab
 

@@ -1,5 +1,4 @@
 import NetworkAddresses
-import SleepProxyCore
 
 extension Endpoint {
     /// Parses the text form `Endpoint.description` writes: `10.77.0.2:5353` or `[fe80::1]:5353`.

@@ -1,6 +1,5 @@
 import CNetSupport
 public import NetworkAddresses
-public import SleepProxyCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -9,12 +8,16 @@ import Synchronization
 
 /// A UDP socket on one interface that reports where each datagram arrived (destination address, interface) and
 /// sends with a chosen source address and interface. SwiftNIO's datagram channel can receive packet info but cannot
-/// set the source of what it sends, hence this thin socket. The daemon opens two kinds, which differ only in what
-/// they bind to and the options that follow from it:
+/// set the source of what it sends, hence this thin socket. The daemon and the sleep client open three kinds, which
+/// differ only in what they bind to and the options that follow from it:
 ///
 /// - A registration socket, ``init(family:interface:port:)``: bound to the wildcard address and a port. A sleep
 ///   proxy must answer a registration from exactly the address and port the client sent it to, on the interface it
-///   arrived on (PROTOCOL.md section 6 item 7): ``reply(_:to:)`` does that.
+///   arrived on (PROTOCOL.md section 6 item 7): the daemon's socket has that port and interface, and
+///   ``send(_:to:scopeID:from:interfaceIndex:)`` sends from the registration's
+///   ``ReceivedDatagram/destination``. The sleep client sends its registrations from one on an ephemeral port.
+/// - A one-shot querier, ``oneShotQuerier(family:interface:)``: the sleep client's, for legacy-unicast mDNS
+///   queries from an ephemeral port.
 /// - An mDNS socket, ``multicastDNS(family:interfaceIndex:)``: bound to the mDNS group and port 5353, sharing the
 ///   port with an avahi-daemon on the same host.
 ///
@@ -96,7 +99,7 @@ public final class DatagramSocket: Sendable {
     public let interfaceName: String
     /// The index of that interface.
     public let interfaceIndex: UInt32
-    /// The bound port (the kernel's choice when a registration socket was opened with port 0).
+    /// The bound port (the kernel's choice for a one-shot querier, and for a registration socket opened with port 0).
     public let localPort: UInt16
     /// The multicast group the socket is bound to and has joined; nil for a socket on the wildcard address.
     private let groupAddress: IPAddress?

@@ -2,7 +2,6 @@ import DNSWire
 import NetworkAddresses
 import NetworkIO
 import SleepProxyClientCore
-import SleepProxyCore
 
 #if canImport(Glibc)
     import Glibc

@@ -3,7 +3,6 @@ import DNSWire
 import NetworkAddresses
 import NetworkIO
 import SleepProxyClientCore
-import SleepProxyCore
 
 #if canImport(Glibc)
     import Glibc

@@ -4,8 +4,13 @@ import NetworkAddresses
 /// One sleeping host as the proxy holds it: its records (the `Owner` the lease store mirrors) and everything the
 /// proxy does for it, with one explicit lifecycle.
 ///
-/// A host enters with its first accepted registration and leaves through `SleepProxyCore.drop(_:reason:)` only:
-/// released (it is back), forgotten (the administrator), or after a wake it never answered.
+/// A host enters with its first accepted registration (`Registration.swift`), from the lease store at start-up
+/// (`restoreOwners`), or, declared in the configuration, when it is found asleep (`takeOverDeclared`,
+/// `Declared.swift`). It leaves through `SleepProxyCore.drop(_:reason:now:)` for every reason in `DropReason`: it is
+/// back, the administrator forgot it, its interface is no longer served, a wake went unanswered, its lease ended
+/// without a wake, or its declaration went or turned out stale. The one exception is a declared host whose own
+/// registration arrives: `yieldDeclared` hands it over to that registration (`Release.swift` says how each rule
+/// decides).
 struct HeldHost: Sendable {
     enum State: Hashable, Sendable {
         /// Its records are answered and its addresses taken over (each address has its own take-over phase).
@@ -33,8 +38,9 @@ struct HeldHost: Sendable {
     var keepalives: [KeepaliveConnection.Key: KeptConnection] = [:]
     /// When the wake policy last recorded an ignored or a dry-run wake for this host (its rate limit).
     var policyMemory = WakePolicyMemory()
-    /// Whether an mDNS packet from the host itself carried its OWNER option since it was held: such a host leaves
-    /// by Apple's OWNER rule only (`Release.swift`). Not stored: after a restart it is learned again.
+    /// Whether an mDNS packet from the host itself carried its OWNER option since it was held: such a host's mDNS
+    /// releases it by Apple's OWNER rule only, no longer by the rule for hosts that never send OWNER
+    /// (`Release.swift`). Not stored: after a restart it is learned again.
     var sendsOwner = false
     /// Held as a declared host (found asleep from the wire), not through a registration: never stored, no lease.
     var declared = false

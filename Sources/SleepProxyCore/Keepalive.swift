@@ -1,6 +1,6 @@
 public import DNSWire
 import Frames
-import NetworkAddresses
+public import NetworkAddresses
 
 /// A TCP connection the proxy keeps alive for a sleeping host, and what happened on it (PROTOCOL.md section 3.8;
 /// mDNS.c `mDNS_SendKeepalives`, `mDNS_SendKeepaliveACK`, the TCP branch of `mDNSCoreReceiveRawTransportPacket`).

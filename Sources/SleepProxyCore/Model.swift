@@ -13,24 +13,6 @@ public struct InterfaceName: RawRepresentable, Hashable, Sendable, Comparable, C
     public var description: String { rawValue }
 }
 
-/// An address and port (a UDP source or destination).
-public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
-    public var address: IPAddress
-    public var port: UInt16
-
-    public init(address: IPAddress, port: UInt16) {
-        self.address = address
-        self.port = port
-    }
-
-    public var description: String {
-        switch address {
-        case .v4: "\(address):\(port)"
-        case .v6: "[\(address)]:\(port)"
-        }
-    }
-}
-
 /// A sleeping host as the proxy knows it: the interface its registration arrived on and its OWNER primary MAC.
 /// Never the source address: another sleep proxy may hand a host's records over.
 public struct OwnerKey: Hashable, Sendable, Comparable, CustomStringConvertible {

@@ -54,11 +54,9 @@ public struct MDNSTransmission: Hashable, Sendable {
     }
 }
 
-/// Constants of RFC 6762.
-public enum MulticastDNS {
-    public static let port: UInt16 = 5353
-    public static let ipv4Group = Endpoint(address: .v4(.mdnsGroup), port: port)
-    public static let ipv6Group = Endpoint(address: .v6(.mdnsGroup), port: port)
+/// The responder's rules, from RFC 6762 and mDNSResponder. The port and the groups are declared with the type, in
+/// `NetworkAddresses`.
+extension MulticastDNS {
     /// TTLs in legacy unicast replies are capped (RFC 6762 section 6.7).
     public static let legacyUnicastTTL: UInt32 = 10
     /// A record is multicast at most once a second on an interface (RFC 6762 section 6).
@@ -66,13 +64,6 @@ public enum MulticastDNS {
     /// An OWNER option on a packet of a held host releases it when the sequence differs or its records are older
     /// than this (mDNS.c `ClearProxyRecords`).
     public static let ownerReleaseAge: Duration = .seconds(60)
-
-    static func group(for address: IPAddress) -> Endpoint {
-        switch address {
-        case .v4: ipv4Group
-        case .v6: ipv6Group
-        }
-    }
 }
 
 /// A small deterministic random generator (SplitMix64): the core takes its seed from the shell, so that tests

@@ -1,5 +1,5 @@
 import DNSWire
-import NetworkAddresses
+public import NetworkAddresses
 
 /// A registration datagram as the shell received it.
 public struct RegistrationDatagram: Hashable, Sendable {

@@ -1,9 +1,11 @@
 import DNSWire
 import NetworkAddresses
 
-/// Why a held host (or some of its records) leaves, and how: silently when the host is back, with goodbyes when
-/// the administrator forgets it or its interface is no longer served, without them after a wake it never
-/// answered (its goodbyes went out already) or at the end of a lease that is not to wake it.
+/// Why a held host (or some of its records) leaves, and how: silently when the host is back, and after a wake it
+/// never answered (its goodbyes went out already); with goodbyes when the administrator forgets it, when its
+/// interface is no longer served and it is not woken there, when its lease ends and the wake policy keeps it from
+/// being woken (`expiredUnwoken`, `Wake.swift`), and when a declared host is no longer declared or another machine
+/// uses its address (`Declared.swift`).
 struct DropReason: Sendable {
     var kind: Event.Kind
     /// What the release counter calls it.
@@ -24,7 +26,9 @@ struct DropReason: Sendable {
             kind: .released, release: .forgotten, detail: "forgotten: \(detail)", goodbyes: true, level: .notice)
     }
 
-    /// The interface it registered on is no longer served: it was woken, to find another proxy.
+    /// The interface it is held on is no longer served, and it is not woken there: a declared host (it has no
+    /// other proxy to find), any host in a dry run, or every host of an interface that cannot be served at all. A
+    /// registered host is otherwise woken, to find another proxy, and leaves as a woken host does.
     static func unserved(_ detail: String) -> DropReason {
         DropReason(kind: .released, release: .unserved, detail: detail, goodbyes: true, level: .notice)
     }
@@ -35,20 +39,25 @@ struct DropReason: Sendable {
     }
 }
 
-/// When the proxy lets go of a host. The rules of a host that is back, and of a lease that ends, are here; two
-/// more live with what they end: an interface no longer served (`Links.swift`, `retire`) and a wake that went
-/// unanswered (`Wake.swift`, `advanceWake`). Every one of them leaves through `drop(_:reason:now:)` or
-/// `dropRecords(_:of:reason:now:)`, here.
+/// When the proxy lets go of a host. The rules of a registered host that is back, and of a lease that ends, are
+/// here; the others live with what they end: the administrator's `forget` (`SleepProxyCore.swift`), an interface
+/// no longer served (`Links.swift`, `retire`), a wake that went unanswered (`Wake.swift`, `advanceWake`), and a
+/// declared host that is back, no longer declared, or whose address another machine uses (`Declared.swift`). Each
+/// of them lets go through `drop(_:reason:now:)` or `dropRecords(_:of:reason:now:)`, here. One way out is not a
+/// drop: a declared host whose own registration arrives is handed over to it by `yieldDeclared` (`Declared.swift`),
+/// with no goodbyes and no event, since the registration holds the host from then on.
 ///
-/// - A packet with the host's OWNER releases the records it concerns when its sequence differs, or when they
-///   were registered more than 60 s before it (mDNS.c `ClearProxyRecords`, applied per record: a record refreshed
-///   by a later datagram is younger). The same sequence within 60 s is the host going to sleep.
+/// - A packet with the host's OWNER releases the whole host when its sequence differs, and otherwise those of its
+///   records registered more than 60 s before it (mDNS.c `ClearProxyRecords`, applied per record: a record
+///   refreshed by a later datagram is younger); the host goes with the last of them. The same sequence within
+///   60 s is the host going to sleep. An OWNER captured from another MAC than the host's is logged, not obeyed.
 /// - A host that never sends OWNER is back when it probes for one of its held names from its wake MAC (a host
 ///   going to sleep never probes), or when it announces or answers one (TTL > 0) more than 60 s after it
 ///   registered. Goodbyes it sends as it goes down are answered by re-announcing (`Conflicts.swift`). This rule is
 ///   ours: Apple's proxy lets go only on OWNER. A host seen sending its OWNER in mDNS (a Mac adds it to all its
-///   mDNS for 60 s after it wakes or starts) leaves by the OWNER rule alone, as with Apple's proxy; until it is
-///   seen doing so (and after a restart of the proxy, which does not store it) it counts as one that never does.
+///   mDNS for 60 s after it wakes or starts) is released by its mDNS under the OWNER rule alone, as with Apple's
+///   proxy; until it is seen doing so (and after a restart of the proxy, which does not store it) it counts as one
+///   that never does.
 /// - ARP or Neighbour Discovery from the host for a held address restarts probing and never releases by itself;
 ///   a host still using its address after probing was restarted the maximum number of times is awake.
 extension SleepProxyCore {
@@ -168,8 +177,10 @@ extension SleepProxyCore {
     // MARK: The way out
 
     /// Drops a held host: its take-overs stop, a wake in progress ends, its records go (with goodbyes when the
-    /// reason asks for them, except for shared records another host or the proxy itself still holds), and the
-    /// store and the event history say why.
+    /// reason asks for them, except for shared records another host or the proxy itself still holds), the store
+    /// lets go of it (a declared host was never stored) and the event history says why. A declared host still
+    /// counted asleep is watched afresh (`rewatchDeclared`), and an interface being retired closes with its last
+    /// host.
     mutating func drop(_ key: OwnerKey, reason: DropReason, now: UnixTime) -> [Action] {
         guard hosts[key] != nil else { return [] }
         var actions = stopTakeovers(of: key)

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Logging
 import SleepProxyControl
-import SleepProxyCore
 import SleepProxyDaemon
 import TOMLConfig
 

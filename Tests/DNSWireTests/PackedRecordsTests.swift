@@ -9,8 +9,7 @@ import Testing
 struct PackedRecordsTests {
     @Test(arguments: ["A", "B"])
     func theOSX109RegistrationIsUnchanged(source: String) throws {
-        let registration = try MacRegistrationText(
-            text: Fixture.text("pub-mac-sps-registration-osx10.9.txt"), source: source)
+        let registration = try Fixture.macRegistration(source)
         let decoded = try DNSMessage(decoding: try registration.message.encoded(compression: .exceptSRVTargets))
         let compact = PackedRecords(decoded.updates).records
         #expect(compact == decoded.updates)

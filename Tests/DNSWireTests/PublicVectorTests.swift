@@ -1,4 +1,5 @@
 import DNSWire
+import FixtureSupport
 import NetworkAddresses
 import Testing
 

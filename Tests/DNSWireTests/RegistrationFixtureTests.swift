@@ -9,7 +9,7 @@ import Testing
 @Suite("OS X 10.9 registration rebuilt as wire bytes")
 struct RegistrationFixtureTests {
     static func parse(source: String) throws -> MacRegistrationText {
-        try MacRegistrationText(text: Fixture.text("pub-mac-sps-registration-osx10.9.txt"), source: source)
+        try Fixture.macRegistration(source)
     }
 
     static func message(_ registration: MacRegistrationText) -> DNSMessage { registration.message }

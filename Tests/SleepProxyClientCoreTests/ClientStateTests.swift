@@ -45,9 +45,7 @@ import Testing
 /// The announcement after a wake, against a Mac's captured one.
 @Suite struct WakeAnnouncementTests {
     static func capturedAnnouncement() throws -> DNSMessage {
-        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("DNSWireTests/Fixtures/pub-mac-mdns-announce-with-owner-opt.hex").path
-        let frame = try #require(try HexDump.packets(text: String(contentsOfFile: path, encoding: .utf8)).first)
+        let frame = try #require(try Fixture.hexPackets("pub-mac-mdns-announce-with-owner-opt.hex").first)
         return try DNSMessage(decoding: Array(frame[0x2A...]))
     }
 

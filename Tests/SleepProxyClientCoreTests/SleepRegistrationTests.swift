@@ -9,17 +9,11 @@ import Testing
 @Suite struct SleepRegistrationTests {
     static let macOwner = OwnerOption(sequence: 21, primaryMAC: MACAddress(0xD4, 0x9A, 0x20, 0xDE, 0x9D, 0x38))
 
-    static func osx109(_ source: String = "A") throws -> MacRegistrationText {
-        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("DNSWireTests/Fixtures/pub-mac-sps-registration-osx10.9.txt").path
-        return try MacRegistrationText(text: try String(contentsOfFile: path, encoding: .utf8), source: source)
-    }
-
     /// The same records, ID, OWNER and lease give the Mac's message byte for byte: one message (it fits),
     /// header, update section with cache-flush classes and TTLs, SRV targets in full, the OPT as Apple writes it.
     @Test(arguments: ["A", "B"])
     func theMacsRegistrationComesOutByteForByte(_ source: String) throws {
-        let mac = try Self.osx109(source)
+        let mac = try Fixture.macRegistration(source)
         let registration = SleepRegistration(id: mac.id, records: mac.records.map(\.record), owner: Self.macOwner)
         let datagrams = try registration.datagrams()
         #expect(datagrams == [try mac.message.encoded(compression: .exceptSRVTargets)])

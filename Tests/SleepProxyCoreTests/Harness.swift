@@ -6,34 +6,6 @@ import Testing
 
 @testable import SleepProxyCore
 
-enum Fixture {
-    static func url(_ name: String) -> URL {
-        guard let url = Bundle.module.url(forResource: name, withExtension: nil, subdirectory: "Fixtures") else {
-            fatalError("fixture \(name) is missing from the test bundle")
-        }
-        return url
-    }
-
-    /// The OS X 10.9 registration (source A or B of the fixture).
-    static func macRegistration(_ source: String = "A") throws -> MacRegistrationText {
-        try MacRegistrationText(
-            text: String(contentsOf: url("pub-mac-sps-registration-osx10.9.txt"), encoding: .utf8), source: source)
-    }
-
-    /// The third-party client's registration from the lab capture: the UDP payload sent to port 3535.
-    static func thirdPartyRegistration() throws -> [UInt8] {
-        let pcap = try PcapFile(contentsOf: url("spc-registration-answered.pcap"))
-        for record in pcap.records {
-            let frame = record.bytes
-            guard frame.count > 42, frame[12] == 0x08, frame[13] == 0x00, frame[23] == 17 else { continue }
-            let udp = 14 + Int(frame[14] & 0x0F) * 4
-            let destinationPort = UInt16(frame[udp + 2]) << 8 | UInt16(frame[udp + 3])
-            if destinationPort == 3535 { return Array(frame[(udp + 8)...]) }
-        }
-        throw MacRegistrationText.ParseError(description: "no registration in the capture")
-    }
-}
-
 /// A core on one interface, `eth0`, with a test clock, and the helpers scenario tests read actions with.
 struct Harness {
     static let interface: InterfaceName = "eth0"

@@ -4,7 +4,6 @@ import Foundation
 import Frames
 import NetworkAddresses
 import SleepProxyControl
-import SleepProxyCore
 import SleepProxyDaemon
 import TestLab
 import Testing

@@ -1,7 +1,6 @@
 import DNSWire
 import Foundation
 import NetworkAddresses
-import SleepProxyCore
 import SleepProxyDaemon
 import TestLab
 import Testing

@@ -3,7 +3,6 @@ import DNSWire
 import Foundation
 import Frames
 import NetworkAddresses
-import SleepProxyCore
 import SleepProxyDaemon
 import TestLab
 import Testing

@@ -1,6 +1,5 @@
 import CNetSupport
 import NetworkAddresses
-import SleepProxyCore
 import Testing
 
 @testable import NetworkIO

@@ -3,7 +3,6 @@ import Foundation
 import Logging
 import NetworkAddresses
 import NetworkIO
-import SleepProxyCore
 import SleepProxyDaemon
 import TestLab
 import Testing

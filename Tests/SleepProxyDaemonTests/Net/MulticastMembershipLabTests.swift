@@ -3,7 +3,6 @@ import Dispatch
 import Foundation
 import NetworkAddresses
 import NetworkIO
-import SleepProxyCore
 import SleepProxyDaemon
 import TestLab
 import Testing

@@ -6,7 +6,6 @@ import Frames
 import NetworkAddresses
 import NetworkIO
 import SleepProxyControl
-import SleepProxyCore
 import SleepProxyDaemon
 import TestLab
 import Testing

@@ -11,37 +11,6 @@ import Testing
 
 /// The control server on a real Unix socket, without root.
 @Suite struct ControlServerTests {
-    static func connect(_ path: String) throws -> Int32 {
-        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-            buffer.copyBytes(from: bytes)
-            buffer[bytes.count] = 0
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        try #require(connected == 0)
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        return descriptor
-    }
-
-    static func readAll(_ descriptor: Int32) -> String {
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-            guard count > 0 else { break }
-            received += buffer[0..<count]
-        }
-        return String(decoding: received, as: UTF8.self)
-    }
-
     /// Connections beyond the limit are told the daemon is busy and closed; those within it are served.
     @Test func connectionsBeyondTheLimitAreTurnedAway() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("control-\(UUID())").path
@@ -55,8 +24,8 @@ import Testing
         defer { queue.sync { server.stop() } }
 
         // Two idle connections fill the table.
-        let first = try Self.connect(server.path)
-        let second = try Self.connect(server.path)
+        let first = try connectToControlSocket(server.path)
+        let second = try connectToControlSocket(server.path)
         defer {
             close(first)
             close(second)
@@ -67,15 +36,15 @@ import Testing
             usleep(1_000)
         }
         try #require(queue.sync { server.openConnections } == 2, "the server accepted the two connections")
-        let third = try Self.connect(server.path)
+        let third = try connectToControlSocket(server.path)
         defer { close(third) }
-        let refused = Self.readAll(third)
+        let refused = readUntilClosed(third)
         #expect(refused.contains("\"busy\""), "\(refused)")
 
         // One of the two asks and is answered.
         let request = try ControlProtocol.line(ControlRequest(command: .status))
         _ = request.withUnsafeBytes { send(first, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        let answer = Self.readAll(first)
+        let answer = readUntilClosed(first)
         #expect(answer.contains("served"), "\(answer)")
     }
 
@@ -92,11 +61,11 @@ import Testing
         server.start { _, _ in ControlResponse(message: text) }
         defer { queue.sync { server.stop() } }
 
-        let client = try Self.connect(server.path)
+        let client = try connectToControlSocket(server.path)
         defer { close(client) }
         let request = try ControlProtocol.line(ControlRequest(command: .status))
         _ = request.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        let answer = Self.readAll(client)
+        let answer = readUntilClosed(client)
         #expect(answer.count > 3 << 20, "\(answer.count) bytes")
         let response = try ControlProtocol.decoder().decode(ControlResponse.self, from: Data(answer.utf8))
         #expect(response.message == text)

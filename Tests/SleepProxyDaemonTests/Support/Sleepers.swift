@@ -2,7 +2,6 @@ import DNSWire
 import FixtureSupport
 import NetworkAddresses
 import NetworkIO
-import SleepProxyCore
 import SleepProxyDaemon
 import TestLab
 import Testing
