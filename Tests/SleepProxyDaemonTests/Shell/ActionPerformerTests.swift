@@ -63,6 +63,14 @@ import Testing
         destinationScopeID: 0, source: Endpoint(address: IPAddress("10.0.0.1")!, port: 5354))
     let event = Event(time: UnixTime(nanoseconds: 0), kind: .registered, interface: "eth0", detail: "test")
 
+    /// Recording effects for eth0 and vlan20, writing to one journal.
+    func twoInterfaces(_ journal: Journal) -> [String: RecordingEffects] {
+        [
+            "eth0": RecordingEffects(journal: journal, name: "eth0"),
+            "vlan20": RecordingEffects(journal: journal, name: "vlan20"),
+        ]
+    }
+
     func performer(_ journal: Journal, store: RecordingStore, effects: [String: RecordingEffects]) -> ActionPerformer {
         ActionPerformer(
             store: store, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
@@ -103,10 +111,7 @@ import Testing
     @Test func eachActionGoesToItsOwnInterface() {
         let journal = Journal()
         let store = RecordingStore(journal: journal)
-        let effects = [
-            "eth0": RecordingEffects(journal: journal, name: "eth0"),
-            "vlan20": RecordingEffects(journal: journal, name: "vlan20"),
-        ]
+        let effects = twoInterfaces(journal)
         let group = IPv6Address("ff02::1:ff00:1")!
         let actions: [Action] = [
             .joinMulticastGroup("vlan20", group),
@@ -128,10 +133,7 @@ import Testing
     @Test func onlyTheLastListOfHeldAddressesPerInterfaceIsWatched() {
         let journal = Journal()
         let store = RecordingStore(journal: journal)
-        let effects = [
-            "eth0": RecordingEffects(journal: journal, name: "eth0"),
-            "vlan20": RecordingEffects(journal: journal, name: "vlan20"),
-        ]
+        let effects = twoInterfaces(journal)
         let actions: [Action] = [
             .watchDestinations("eth0", [Link.Prefix(host: IPAddress("10.0.0.9")!)]),
             .watchDestinations("vlan20", [Link.Prefix(host: IPAddress("10.1.0.9")!)]),
@@ -192,10 +194,7 @@ import Testing
     @Test func anInterfaceThatStopsServingIsReportedAndGetsNothingMore() {
         let journal = Journal()
         let store = RecordingStore(journal: journal)
-        let effects = [
-            "eth0": RecordingEffects(journal: journal, name: "eth0"),
-            "vlan20": RecordingEffects(journal: journal, name: "vlan20"),
-        ]
+        let effects = twoInterfaces(journal)
         let actions: [Action] = [
             .injectFrame("eth0", [1]), .stopServing("eth0"), .injectFrame("eth0", [2, 2]),
             .injectFrame("vlan20", [3, 3, 3]), .reply(reply), .store(.appendEvent(event)),
