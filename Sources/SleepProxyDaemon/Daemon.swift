@@ -17,12 +17,14 @@ extension DaemonConfiguration {
     }
 }
 
-/// The daemon: the core, the lease store, the control socket and the lifecycle, around one `InterfaceShell` per
-/// served interface.
+/// The daemon's lifecycle: it opens the lease store, restores what it held and opens one `InterfaceShell` per
+/// served interface, then hands each input to the core and what the core decides to `ActionPerformer`, follows
+/// signals and timers, reloads (`ReloadPlan`), and stops.
 ///
 /// Everything runs on one serial queue, which owns the core, the store, the shells and the control server.
 /// Datagrams that arrive together are handled as one batch: the core decides, the store commits every change of
-/// the batch in one transaction, and only then do the replies go out (`ActionPerformer`).
+/// the batch in one transaction, and only then do the replies go out (`ActionPerformer`). The control and metrics
+/// answers are read from a snapshot taken on that queue (`ControlService`, `MetricsService`).
 public final class Daemon: @unchecked Sendable {
     private(set) var configuration: DaemonConfiguration
     let logger: Logger
@@ -38,12 +40,12 @@ public final class Daemon: @unchecked Sendable {
     var metricsServer: MetricsServer?
     /// Whether commits fail, and whether the store lags behind the core because they did.
     let storeHealth = StoreHealth()
+    /// Writes what the store missed while commits failed.
+    private let storeCatchUp: StoreCatchUp
     /// What `/metrics` shows; counted from the start whether or not it is served, and kept across reloads.
     public let metrics = DaemonMetrics(version: SleepProxyVersion.string)
-    /// The newest wake of each owner (and its name), for `hosts`; filled from the history at start.
-    var lastWakes: [OwnerKey: Event] = [:]
-    /// Names of hosts held since the start, by OWNER primary MAC, so that events name hosts that have gone.
-    var knownNames: [MACAddress: String] = [:]
+    /// The newest wakes and the names of hosts seen, for the reports.
+    var history = HostHistory()
     private var sources: [any DispatchSourceProtocol] = []
     private var expiryTimer: (any DispatchSourceTimer)?
     /// When the expiry timer fires next, if it is armed.
@@ -98,6 +100,7 @@ public final class Daemon: @unchecked Sendable {
                 "lease store: \(store.path) was damaged (\(setAside.problem.operation): \(setAside.problem.reason)); kept it as \(setAside.keptAs) and started with an empty store: the hosts it held are proxied again when they next register"
             )
         }
+        storeCatchUp = StoreCatchUp(store: store, health: storeHealth, metrics: metrics, logger: logger)
         do {
             if configuration.responder {
                 // The unicast port first: the shells' group sockets share the port, which would make it look
@@ -119,7 +122,7 @@ public final class Daemon: @unchecked Sendable {
                 core.setLink(shell.link)
             }
             if configuration.responder {
-                for name in shells.keys.sorted() { warnAboutKernelSettings(interface: name.rawValue) }
+                for name in shells.keys.sorted() { KernelSettings.warn(interface: name.rawValue, logger: logger) }
             }
             if let path = configuration.controlSocket {
                 control = try ControlServer(
@@ -127,7 +130,7 @@ public final class Daemon: @unchecked Sendable {
                     maximumConnections: configuration.controlConnections)
             }
             if let address = configuration.metricsListen {
-                metricsServer = try MetricsServer(address: address, source: metricsSource, logger: logger)
+                metricsServer = try MetricsServer(address: address, source: metricsService.source, logger: logger)
                 logger.info("metrics on http://\(address)/metrics")
             }
         } catch {
@@ -142,11 +145,13 @@ public final class Daemon: @unchecked Sendable {
         for problem in loaded.problems {
             logger.error("lease store: \(problem)")
         }
-        loadWakeHistory()
-        for owner in loaded.owners { remember(owner) }
-        performer().perform(core.restore(loaded.owners, wakes: loaded.wakes, now: now()))
+        if let stored = try? store.events(limit: configuration.eventHistoryLimit) {
+            for event in stored.events { history.note(event.event) }
+        }
+        for owner in loaded.owners { history.remember(owner) }
+        perform(core.restore(loaded.owners, wakes: loaded.wakes, now: now()))
         retireUnconfiguredInterfaces()
-        performer().perform(core.watchDeclaredHosts(now: now()))
+        perform(core.watchDeclaredHosts(now: now()))
         logger.info(
             "sleepproxyd \(SleepProxyVersion.string) on \(configuration.interfaces.joined(separator: ", ")), registrations on UDP port \(configuration.registrationPort), state in \(configuration.stateDirectory)\(configuration.controlSocket.map { ", control socket \($0)" } ?? "")"
         )
@@ -165,7 +170,7 @@ public final class Daemon: @unchecked Sendable {
                     interface: name.rawValue, options: configuration.shellOptions, queue: queue, logger: logger)
                 shells[name] = shell
                 core.setLink(shell.link)
-                performer().perform(core.captureOpened(on: name))
+                perform(core.captureOpened(on: name))
                 logger.notice(
                     "restore: \(count) held host\(count == 1 ? "" : "s") on \(name), which the configuration no longer names: waking them there, then closing it"
                 )
@@ -174,7 +179,7 @@ public final class Daemon: @unchecked Sendable {
                     "restore: \(count) held host\(count == 1 ? "" : "s") on \(name), which the configuration no longer names and which cannot be opened (\(error)): dropped without a wake"
                 )
             }
-            performer().perform(core.removeLink(name, now: now(), reason: reason))
+            perform(core.removeLink(name, now: now(), reason: reason))
         }
     }
 
@@ -194,87 +199,21 @@ public final class Daemon: @unchecked Sendable {
     /// The core's time: the wall clock when the daemon started, advancing steadily (see `SteadyClock`).
     func now() -> UnixTime { clock.now() }
 
-    /// Carries out actions through the shells; committed events reach the control server. `inputTime` is when
-    /// the input they answer was captured, for the wake latency.
-    func performer(inputTime: Duration? = nil) -> ActionPerformer {
-        ActionPerformer(
-            store: store, logger: logger, effects: { [shells] in shells[$0] },
-            onEvent: { [weak self] event in self?.noteEvent(event) },
-            onStopServing: { [weak self] interface in self?.closeShell(interface) }, storeHealth: storeHealth,
-            metrics: metrics,
-            inputTime: inputTime)
-    }
-
-    /// Carries out `actions`, then tells followers of new events and re-arms the timer.
+    /// Carries out `actions` through the shells, then follows up on what was done: interfaces with nothing left to
+    /// serve close, committed events reach the history and the control server's followers, a store that fell
+    /// behind catches up, and the service manager hears of a change in what is held. `inputTime` is when the
+    /// input they answer was captured, for the wake latency.
     func perform(_ actions: [Action], inputTime: Duration? = nil) {
-        let committed = performer(inputTime: inputTime).perform(actions)
-        if committed, storeHealth.isBehind, !storeHealth.isFailing { catchUpStore() }
-        if committed, actions.contains(where: { if case .store(.appendEvent) = $0 { true } else { false } }) {
-            sendEventsToFollowers()
-        }
-        if actions.contains(where: { if case .store(.saveOwner) = $0 { true } else { false } }) {
-            for case .store(.saveOwner(let owner)) in actions { remember(owner) }
-            reportStatus()
-        } else if actions.contains(where: Self.changesWhatIsHeld) {
-            reportStatus()
-        }
-    }
-
-    /// A host let go, or a declared host taken over or let go (which the store never hears of).
-    static func changesWhatIsHeld(_ action: Action) -> Bool {
-        switch action {
-        case .store(.removeOwner): true
-        case .store(.appendEvent(let event)): event.kind == .asleep || event.kind == .released
-        default: false
-        }
-    }
-
-    private func noteEvent(_ event: Event) {
-        guard event.kind == .wake || event.kind == .wouldWake, let owner = event.owner else { return }
-        lastWakes[OwnerKey(interface: event.interface, primaryMAC: owner)] = event
-    }
-
-    func remember(_ owner: Owner) {
-        if let name = owner.firstHostName { knownNames[owner.key.primaryMAC] = name }
-    }
-
-    /// After failed commits the store lacks what the core changed meanwhile (registrations held but not
-    /// acknowledged, renewals, hosts let go). Writes the difference, so that a restart restores what the daemon
-    /// holds. Runs after the first commit that succeeds again, and from the refresh timer while commits fail,
-    /// which also notices that space has returned when no registration arrives.
-    private func catchUpStore() {
-        guard storeHealth.isBehind else { return }
-        do {
-            let loaded = try store.loadOwners()
-            let stored = Dictionary(loaded.owners.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
-            // Declared hosts are held but never stored.
-            let held = Dictionary(core.storedOwners.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
-            let saved = held.values.filter { stored[$0.key] != $0 }.sorted { $0.key < $1.key }
-            let removed = stored.keys.filter { held[$0] == nil }.sorted()
-            let wakes = core.storedWakes
-            let changedWakes = held.keys.filter { wakes[$0] != loaded.wakes[$0] }.sorted()
-            guard !saved.isEmpty || !removed.isEmpty || !changedWakes.isEmpty else {
-                storeHealth.caughtUp()
-                return
-            }
-            let started = ContinuousClock.now
-            try store.apply(
-                saved.map { .saveOwner($0) } + removed.map { .removeOwner($0) }
-                    + changedWakes.map { .saveWake($0, wakes[$0]) })
-            metrics.storeCommitted(in: ContinuousClock.now - started)
-            storeHealth.commitSucceeded(logger: logger)
-            storeHealth.caughtUp()
-            logger.notice(
-                "lease store: caught up with what is held: \(saved.count) hosts written, \(removed.count) removed")
-        } catch {
-            metrics.storeFailed(error)
-            storeHealth.commitFailed(error, logger: logger)
-        }
-    }
-
-    private func loadWakeHistory() {
-        guard let loaded = try? store.events(limit: configuration.eventHistoryLimit) else { return }
-        for stored in loaded.events { noteEvent(stored.event) }
+        let report = ActionPerformer(
+            store: store, logger: logger, effects: { [shells] in shells[$0] }, storeHealth: storeHealth,
+            metrics: metrics, inputTime: inputTime
+        ).perform(actions)
+        for interface in report.stoppedServing { closeShell(interface) }
+        for event in report.events { history.note(event) }
+        if report.committed, storeHealth.isBehind, !storeHealth.isFailing { storeCatchUp.run(holding: core) }
+        if !report.events.isEmpty { sendEventsToFollowers() }
+        for owner in report.ownersSaved { history.remember(owner) }
+        if report.heldChanged { reportStatus() }
     }
 
     /// Follows a step of the system clock: everything held moves with it, so no lease ends early or late.
@@ -314,9 +253,10 @@ public final class Daemon: @unchecked Sendable {
             let refresh = DispatchSource.makeTimerSource(queue: queue)
             refresh.schedule(deadline: .now() + .seconds(10), repeating: .seconds(10))
             refresh.setEventHandler { [weak self] in
-                self?.followClockSteps()
-                self?.refreshLinks()
-                self?.catchUpStore()
+                guard let self else { return }
+                followClockSteps()
+                refreshLinks()
+                storeCatchUp.run(holding: core)
             }
             refresh.activate()
             sources.append(refresh)
@@ -342,11 +282,15 @@ public final class Daemon: @unchecked Sendable {
     private func startShell(_ name: InterfaceName) {
         guard let shell = shells[name] else { return }
         shell.start { [weak self] input in self?.handle(input) }
-        if !core.retiring.contains(name), let advertisement = advertisement(on: shell) {
-            perform(
-                core.startAdvertising(
-                    on: name, configuration: advertisement, port: configuration.registrationPort, now: now()))
-        }
+        if !core.retiring.contains(name) { startAdvertising(on: name) }
+    }
+
+    /// Announces the advertisement on an open interface, if there is one.
+    private func startAdvertising(on name: InterfaceName) {
+        guard let shell = shells[name], let advertisement = advertisement(on: shell) else { return }
+        perform(
+            core.startAdvertising(
+                on: name, configuration: advertisement, port: configuration.registrationPort, now: now()))
     }
 
     /// The advertisement on one interface: the feature digit `.1` only where keepalive offload can work (it is on,
@@ -450,9 +394,9 @@ public final class Daemon: @unchecked Sendable {
 
     // MARK: Reload
 
-    /// Reads the configuration again and applies what changed, keeping every held host: interfaces added start
-    /// serving, interfaces removed stop (their hosts are woken first), a changed advertisement is announced
-    /// again, limits and the wake policy apply from now on. A configuration that does not load is refused whole.
+    /// Reads the configuration again and carries out the `ReloadPlan` from the running one. A configuration that
+    /// does not load is refused whole, and so is one whose new interfaces or metrics address cannot be opened:
+    /// those are opened before anything changes.
     private func reload() {
         guard let reloadConfiguration, !stopped else { return }
         lifecycleObserver?(.reloading)
@@ -460,33 +404,20 @@ public final class Daemon: @unchecked Sendable {
             lifecycleObserver?(.reloaded(status: statusLine))
             scheduleExpiry()
         }
-        let next: DaemonConfiguration
+        let plan: ReloadPlan
         do {
-            next = try reloadConfiguration()
+            plan = try ReloadPlan(
+                running: configuration, next: reloadConfiguration(), open: Set(shells.keys), retiring: core.retiring)
         } catch {
             logger.error("reload refused, the running configuration is kept: \(error)")
             return
         }
-        guard !next.interfaces.isEmpty else {
-            logger.error("reload refused, the running configuration is kept: no interface to serve")
-            return
+        for key in plan.startOnlyChanges {
+            logger.warning("reload: \(key) changed; it takes effect at the next start")
         }
-        for (what, changed) in [
-            ("registration_port", next.registrationPort != configuration.registrationPort),
-            ("state_directory", next.stateDirectory != configuration.stateDirectory),
-            ("control.socket", next.controlSocket != configuration.controlSocket),
-            ("control.group", next.controlGroup != configuration.controlGroup),
-        ] where changed {
-            logger.warning("reload: \(what) changed; it takes effect at the next start")
-        }
-        // Interfaces being removed still have a shell, open for the wakes of their hosts: one wanted again is
-        // served again as it is, not opened a second time.
-        let current = Set(shells.keys).subtracting(core.retiring)
-        let wanted = Set(next.interfaces.map { InterfaceName($0) })
-        let servedAgain = wanted.intersection(core.retiring).sorted()
         // Open new interfaces first: if one fails, nothing has changed yet.
         var added: [InterfaceShell] = []
-        for name in wanted.subtracting(shells.keys).sorted() {
+        for name in plan.open {
             do {
                 added.append(
                     try InterfaceShell(
@@ -499,61 +430,36 @@ public final class Daemon: @unchecked Sendable {
         }
         // A new metrics address is opened before anything changes: if it cannot be, nothing has.
         var newMetricsServer: MetricsServer?
-        if next.metricsListen != configuration.metricsListen, let address = next.metricsListen {
+        if case .listen(let address) = plan.metrics {
             // The same port on another address of the same family may be taken by the running listener.
             metricsServer?.stop()
             metricsServer = nil
             do {
-                newMetricsServer = try MetricsServer(address: address, source: metricsSource, logger: logger)
+                newMetricsServer = try MetricsServer(address: address, source: metricsService.source, logger: logger)
             } catch {
                 for shell in added { shell.stop() }
                 logger.error("reload refused, the running configuration is kept: \(error)")
-                if let running = configuration.metricsListen {
-                    do {
-                        metricsServer = try MetricsServer(address: running, source: metricsSource, logger: logger)
-                        metricsServer?.open()
-                    } catch {
-                        // Taken meanwhile: the endpoint is off, and the running configuration says so, so that the
-                        // next reload tries to open it again.
-                        configuration.metricsListen = nil
-                        logger.error("metrics: could not listen on \(running) again, the endpoint is off: \(error)")
-                    }
-                }
+                listenForMetricsAgain()
                 return
             }
         }
-        let advertisementChanged =
-            next.advertisement != configuration.advertisement
-            || next.core.keepaliveOffload != configuration.core.keepaliveOffload
-        let registrationPort = configuration.registrationPort
-        var applied = next
-        applied.registrationPort = registrationPort
-        applied.stateDirectory = configuration.stateDirectory
-        applied.controlSocket = configuration.controlSocket
-        applied.controlGroup = configuration.controlGroup
-        applied.responder = configuration.responder
-        configuration = applied
+        configuration = plan.configuration
         if let newMetricsServer {
             metricsServer = newMetricsServer
             newMetricsServer.open()
             logger.notice("reload: metrics on http://\(newMetricsServer.address)/metrics")
-        } else if applied.metricsListen == nil, let running = metricsServer {
+        } else if plan.metrics == .close, let running = metricsServer {
             running.stop()
             metricsServer = nil
             logger.notice("reload: metrics endpoint closed")
         }
-
-        for name in current.subtracting(wanted).sorted() {
+        for name in plan.retire {
             // The shell stays open for the wakes of its hosts; the core says when to close it (`closeShell`).
             logger.notice("reload: \(name) removed from the configuration; waking its hosts before closing it")
             perform(core.removeLink(name, now: now(), reason: "\(name) was removed from the configuration"))
         }
-        for name in servedAgain where core.restoreLink(name) {
-            if let shell = shells[name], let advertisement = advertisement(on: shell) {
-                perform(
-                    core.startAdvertising(
-                        on: name, configuration: advertisement, port: registrationPort, now: now()))
-            }
+        for name in plan.serveAgain where core.restoreLink(name) {
+            startAdvertising(on: name)
             logger.notice("reload: serving \(name) again")
         }
         for shell in added {
@@ -562,105 +468,81 @@ public final class Daemon: @unchecked Sendable {
             // Hosts the lease store kept for this interface were held while nothing served it: its new capture
             // watches their addresses.
             perform(core.captureOpened(on: shell.name))
-            if configuration.responder { warnAboutKernelSettings(interface: shell.name.rawValue) }
+            if configuration.responder { KernelSettings.warn(interface: shell.name.rawValue, logger: logger) }
             startShell(shell.name)
             logger.notice("reload: serving \(shell.name)")
         }
         // After the links: declared hosts on an interface served from now on are watched there.
-        perform(core.reconfigure(next.core, now: now()))
-        if advertisementChanged {
-            let addedNames = Set(added.map(\.name)).union(servedAgain)
-            for name in shells.keys.sorted() where !addedNames.contains(name) && !core.retiring.contains(name) {
+        perform(core.reconfigure(plan.configuration.core, now: now()))
+        if plan.advertisementChanged {
+            for name in plan.readvertise where shells[name] != nil {
                 perform(core.stopAdvertising(on: name, now: now()))
-                if let shell = shells[name], let advertisement = advertisement(on: shell) {
-                    perform(
-                        core.startAdvertising(
-                            on: name, configuration: advertisement, port: registrationPort, now: now()))
-                }
+                startAdvertising(on: name)
             }
             logger.notice("reload: advertisement changed; announcing again")
         }
         logger.notice("reloaded the configuration: \(statusLine)")
     }
 
-    // MARK: Metrics
+    /// After a refused reload that closed the metrics endpoint to open another: listens on the running address
+    /// again. If it was taken meanwhile, the endpoint is off, and the running configuration says so, so that the
+    /// next reload tries to open it again.
+    private func listenForMetricsAgain() {
+        guard let running = configuration.metricsListen else { return }
+        do {
+            metricsServer = try MetricsServer(address: running, source: metricsService.source, logger: logger)
+            metricsServer?.open()
+        } catch {
+            configuration.metricsListen = nil
+            logger.error("metrics: could not listen on \(running) again, the endpoint is off: \(error)")
+        }
+    }
 
-    /// What the metrics endpoint reads, on this queue: counts and copies only; it renders on its own thread.
-    var metricsSource: MetricsSource {
-        MetricsSource(
-            snapshot: { [weak self] reply in
+    // MARK: Control and metrics
+
+    /// The state the control and metrics answers read, copied now (on the queue). Capture counts are read from
+    /// each capture only when asked for.
+    private func snapshot(withCaptureCounts: Bool) -> DaemonSnapshot {
+        DaemonSnapshot(
+            core: core, history: history,
+            interfaces: shells.keys.sorted().compactMap { name in
+                shells[name].map { shell in
+                    DaemonSnapshot.Interface(
+                        name: name, link: shell.link, captureCounts: withCaptureCounts ? shell.captureCounts : nil)
+                }
+            }, configuration: configuration, now: now(), startedAt: startedAt, storePath: store.path)
+    }
+
+    /// Answers a control request from a snapshot; a command (`wake`, `forget`) goes through the core first.
+    private func answer(_ request: ControlRequest, on connection: ControlConnection) -> ControlResponse? {
+        let service = ControlService(state: snapshot(withCaptureCounts: request.command == .status), store: store)
+        let answer = service.answer(request, on: connection)
+        switch answer.command {
+        case .wake(let key, let reason)?:
+            perform(core.requestWake(key, now: now(), reason: reason))
+            scheduleExpiry()
+        case .forget(let key, let reason)?:
+            perform(core.forget(key, now: now(), reason: reason))
+            scheduleExpiry()
+        case nil:
+            break
+        }
+        return answer.response
+    }
+
+    /// Sends every follower of the event history the events committed since the last it saw.
+    private func sendEventsToFollowers() {
+        guard let control, !control.followers.isEmpty else { return }
+        ControlService(state: snapshot(withCaptureCounts: false), store: store).sendEvents(to: control.followers)
+    }
+
+    /// What the metrics endpoint reads: snapshots taken on this queue.
+    var metricsService: MetricsService {
+        MetricsService(
+            snapshot: { [weak self] withCaptureCounts, body in
                 guard let daemon = self else { return }
-                daemon.queue.async { reply(daemon.metricsSnapshot()) }
-            },
-            hosts: { [weak self] reply in
-                guard let daemon = self else { return }
-                daemon.queue.async { reply(daemon.hostSummaries()) }
-            },
-            exposition: { [metrics] in metrics.exposition($0) })
-    }
-
-    /// The figures of one scrape.
-    func metricsSnapshot() -> MetricsSnapshot {
-        MetricsSnapshot(
-            statistics: core.statistics, held: core.heldCounts,
-            capture: shells.compactMapValues(\.captureCounts))
-    }
-
-    // MARK: Kernel settings
-
-    /// The triggering SYN must only be observed: a forwarding or redirecting kernel would answer or pass it on
-    /// (PROTOCOL.md section 6 item 8), and proxy ARP/ND would answer for the sleeper alongside the proxy.
-    private func warnAboutKernelSettings(interface name: String) {
-        for warning in Self.kernelSettingWarnings(interface: name, read: Self.readSysctl) {
-            logger.warning("\(warning)")
-        }
-    }
-
-    /// The warnings the kernel's settings for `name` deserve, from `read` (a sysctl's path to its value): IP
-    /// forwarding and proxy ARP/NDP, on the interface or for all; ICMP redirects only where IPv4 forwards, since
-    /// the kernel sends them only for packets it forwards (Debian's `send_redirects = 1` alone is harmless).
-    static func kernelSettingWarnings(interface name: String, read: (String) -> String?) -> [String] {
-        // The sysctl's name and its file: an interface name may hold dots (a VLAN, `eth0.20`), so one is not
-        // made from the other.
-        func setting(_ sysctl: String, _ path: String) -> (sysctl: String, value: String)? {
-            guard let value = read(path), value != "0" else { return nil }
-            return (sysctl, value)
-        }
-        func warning(_ found: (sysctl: String, value: String)) -> String {
-            "\(found.sysctl) is \(found.value): this host may answer or forward traffic for sleeping hosts; set \(found.sysctl)=0"
-        }
-        let forwarding = [
-            setting("net.ipv4.ip_forward", "/proc/sys/net/ipv4/ip_forward"),
-            setting("net.ipv4.conf.\(name).forwarding", "/proc/sys/net/ipv4/conf/\(name)/forwarding"),
-        ].compactMap(\.self)
-        var warnings = forwarding.map(warning)
-        if let found = setting("net.ipv4.conf.\(name).proxy_arp", "/proc/sys/net/ipv4/conf/\(name)/proxy_arp") {
-            warnings.append(warning(found))
-        }
-        if !forwarding.isEmpty {
-            let redirects = [
-                setting("net.ipv4.conf.all.send_redirects", "/proc/sys/net/ipv4/conf/all/send_redirects"),
-                setting("net.ipv4.conf.\(name).send_redirects", "/proc/sys/net/ipv4/conf/\(name)/send_redirects"),
-            ].compactMap(\.self)
-            warnings += redirects.map { found in
-                "\(found.sysctl) is \(found.value) and IPv4 forwarding is on: this host may redirect connections meant for sleeping hosts; set \(found.sysctl)=0"
-            }
-        }
-        warnings += [
-            setting("net.ipv6.conf.\(name).forwarding", "/proc/sys/net/ipv6/conf/\(name)/forwarding"),
-            setting("net.ipv6.conf.\(name).proxy_ndp", "/proc/sys/net/ipv6/conf/\(name)/proxy_ndp"),
-        ].compactMap(\.self).map(warning)
-        return warnings
-    }
-
-    static func readSysctl(_ path: String) -> String? {
-        let descriptor = open(path, O_RDONLY)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var buffer = [UInt8](repeating: 0, count: 32)
-        let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-        guard count > 0 else { return nil }
-        return String(decoding: buffer[0..<count].filter { $0 > 0x20 }, as: UTF8.self)
+                daemon.queue.async { body(daemon.snapshot(withCaptureCounts: withCaptureCounts)) }
+            }, metrics: metrics)
     }
 
     /// The capture filter's `dst host` or `dst net` terms for `addresses`, at most `limit`, folded as the core

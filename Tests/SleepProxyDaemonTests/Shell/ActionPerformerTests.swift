@@ -63,15 +63,22 @@ import Testing
         destinationScopeID: 0, source: Endpoint(address: IPAddress("10.0.0.1")!, port: 5354))
     let event = Event(time: UnixTime(nanoseconds: 0), kind: .registered, interface: "eth0", detail: "test")
 
+    /// Recording effects for eth0 and vlan20, writing to one journal.
+    func twoInterfaces(_ journal: Journal) -> [String: RecordingEffects] {
+        [
+            "eth0": RecordingEffects(journal: journal, name: "eth0"),
+            "vlan20": RecordingEffects(journal: journal, name: "vlan20"),
+        ]
+    }
+
     func performer(_ journal: Journal, store: RecordingStore, effects: [String: RecordingEffects]) -> ActionPerformer {
         ActionPerformer(
             store: store, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
-            effects: { effects[$0.rawValue] },
-            onEvent: { journal.entries.append("event \($0.kind)") })
+            effects: { effects[$0.rawValue] })
     }
 
     /// Frames and answers go first (a wake does not wait for the disk), then the commit, then what must follow
-    /// it: the event's notice and the reply.
+    /// it: the reply, and the event in the report.
     @Test func wireEffectsGoFirstThenTheCommitThenTheReply() {
         let journal = Journal()
         let store = RecordingStore(journal: journal)
@@ -80,8 +87,11 @@ import Testing
             .injectFrame("eth0", [0, 1]), .store(.appendEvent(event)), .reply(reply),
             .store(.removeOwner(OwnerKey(interface: "eth0", primaryMAC: MACAddress(2, 0, 0, 0, 0, 1)))),
         ]
-        #expect(performer(journal, store: store, effects: ["eth0": eth0]).perform(actions))
-        #expect(journal.entries == ["eth0 inject 2", "commit 2", "event registered", "eth0 reply"])
+        let report = performer(journal, store: store, effects: ["eth0": eth0]).perform(actions)
+        #expect(report.committed)
+        #expect(report.events == [event])
+        #expect(report.heldChanged, "an owner was removed")
+        #expect(journal.entries == ["eth0 inject 2", "commit 2", "eth0 reply"])
     }
 
     @Test func aFailedCommitWithholdsTheReplyAndTheEventButNotTheRest() {
@@ -92,17 +102,16 @@ import Testing
         let actions: [Action] = [
             .store(.appendEvent(event)), .reply(reply), .injectFrame("eth0", [9]),
         ]
-        #expect(!performer(journal, store: store, effects: ["eth0": eth0]).perform(actions))
+        let report = performer(journal, store: store, effects: ["eth0": eth0]).perform(actions)
+        #expect(!report.committed)
+        #expect(report.events.isEmpty, "an event not committed is not reported")
         #expect(journal.entries == ["eth0 inject 1", "commit failed"])
     }
 
     @Test func eachActionGoesToItsOwnInterface() {
         let journal = Journal()
         let store = RecordingStore(journal: journal)
-        let effects = [
-            "eth0": RecordingEffects(journal: journal, name: "eth0"),
-            "vlan20": RecordingEffects(journal: journal, name: "vlan20"),
-        ]
+        let effects = twoInterfaces(journal)
         let group = IPv6Address("ff02::1:ff00:1")!
         let actions: [Action] = [
             .joinMulticastGroup("vlan20", group),
@@ -111,7 +120,7 @@ import Testing
             .injectFrame("eth9", [1]), .removeNeighbour("vlan20", IPAddress("10.1.0.9")!),
             .leaveMulticastGroup("vlan20", group),
         ]
-        #expect(performer(journal, store: store, effects: effects).perform(actions))
+        #expect(performer(journal, store: store, effects: effects).perform(actions).committed)
         #expect(
             journal.entries == [
                 "vlan20 join ff02::1:ff00:1", "eth0 watch 10.0.0.9/32", "vlan20 neighbour 10.1.0.9 02:00:00:00:00:09",
@@ -124,10 +133,7 @@ import Testing
     @Test func onlyTheLastListOfHeldAddressesPerInterfaceIsWatched() {
         let journal = Journal()
         let store = RecordingStore(journal: journal)
-        let effects = [
-            "eth0": RecordingEffects(journal: journal, name: "eth0"),
-            "vlan20": RecordingEffects(journal: journal, name: "vlan20"),
-        ]
+        let effects = twoInterfaces(journal)
         let actions: [Action] = [
             .watchDestinations("eth0", [Link.Prefix(host: IPAddress("10.0.0.9")!)]),
             .watchDestinations("vlan20", [Link.Prefix(host: IPAddress("10.1.0.9")!)]),
@@ -135,7 +141,7 @@ import Testing
             .watchDestinations(
                 "eth0", [Link.Prefix(host: IPAddress("10.0.0.9")!), Link.Prefix(host: IPAddress("10.0.0.10")!)]),
         ]
-        #expect(performer(journal, store: store, effects: effects).perform(actions))
+        #expect(performer(journal, store: store, effects: effects).perform(actions).committed)
         #expect(
             journal.entries == ["vlan20 watch 10.1.0.9/32", "eth0 inject 1", "eth0 watch 10.0.0.9/32,10.0.0.10/32"])
     }
@@ -149,7 +155,52 @@ import Testing
             interface: "eth0", bytes: [0], destination: Endpoint(address: IPAddress("224.0.0.251")!, port: 5353),
             destinationScopeID: 0, source: nil)
         let actions: [Action] = [.sendMDNS(transmission), .injectFrame("eth0", [1, 2, 3])]
-        #expect(performer(journal, store: store, effects: ["eth0": eth0]).perform(actions))
+        #expect(performer(journal, store: store, effects: ["eth0": eth0]).perform(actions).committed)
         #expect(journal.entries == ["eth0 inject 3"])
+    }
+
+    static let owner = Owner(
+        key: OwnerKey(interface: "eth0", primaryMAC: MACAddress(2, 0, 0, 0, 0, 7)),
+        wakeMAC: MACAddress(2, 0, 0, 0, 0, 7),
+        sequence: 1, registeredAt: UnixTime(nanoseconds: 0), updatedAt: UnixTime(nanoseconds: 0), records: [])
+
+    static func event(_ kind: Event.Kind) -> Event {
+        Event(time: UnixTime(nanoseconds: 0), kind: kind, interface: "eth0", detail: "")
+    }
+
+    /// What the report says was held, saved and changed, one row per kind of store change or event: the daemon
+    /// reports its status from this, never from the actions.
+    @Test(arguments: [
+        ([Action.store(.saveOwner(owner))], true, 1),
+        ([.store(.removeOwner(owner.key))], true, 0),
+        ([.store(.appendEvent(event(.asleep)))], true, 0),
+        ([.store(.appendEvent(event(.released)))], true, 0),
+        ([.store(.appendEvent(event(.registered)))], false, 0),
+        ([.store(.saveWake(owner.key, nil))], false, 0),
+        ([.injectFrame("eth0", [1])], false, 0),
+    ])
+    func theReportSaysWhetherWhatIsHeldChanged(_ actions: [Action], _ heldChanged: Bool, _ saved: Int) {
+        let journal = Journal()
+        let report = performer(
+            journal, store: RecordingStore(journal: journal),
+            effects: ["eth0": RecordingEffects(journal: journal, name: "eth0")]
+        ).perform(actions)
+        #expect(report.heldChanged == heldChanged)
+        #expect(report.ownersSaved.count == saved)
+    }
+
+    /// An interface that stops serving is reported, in order, and nothing more goes out on it after its place
+    /// among the actions (a reply included, since replies follow the commit); other interfaces go on.
+    @Test func anInterfaceThatStopsServingIsReportedAndGetsNothingMore() {
+        let journal = Journal()
+        let store = RecordingStore(journal: journal)
+        let effects = twoInterfaces(journal)
+        let actions: [Action] = [
+            .injectFrame("eth0", [1]), .stopServing("eth0"), .injectFrame("eth0", [2, 2]),
+            .injectFrame("vlan20", [3, 3, 3]), .reply(reply), .store(.appendEvent(event)),
+        ]
+        let report = performer(journal, store: store, effects: effects).perform(actions)
+        #expect(report.stoppedServing == ["eth0"])
+        #expect(journal.entries == ["eth0 inject 1", "vlan20 inject 3", "commit 1"])
     }
 }

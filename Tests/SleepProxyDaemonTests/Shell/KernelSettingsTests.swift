@@ -18,7 +18,7 @@ import Testing
 
     static func warnings(_ changes: [String: String]) -> [String] {
         let values = debian.merging(changes) { $1 }
-        return Daemon.kernelSettingWarnings(interface: "eth0.20") { values[$0] }
+        return KernelSettings.warnings(interface: "eth0.20") { values[$0] }
     }
 
     @Test func aStockDebianInstallIsNotWarnedAbout() {
@@ -48,6 +48,6 @@ import Testing
     }
 
     @Test func anUnreadableSettingIsNoWarning() {
-        #expect(Daemon.kernelSettingWarnings(interface: "eth0") { _ in nil }.isEmpty)
+        #expect(KernelSettings.warnings(interface: "eth0") { _ in nil }.isEmpty)
     }
 }

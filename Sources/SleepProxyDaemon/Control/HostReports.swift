@@ -10,63 +10,8 @@ import SleepProxyCore
     import Foundation
 #endif
 
-/// The daemon's answers to control requests: reports built from the core and the store, and the two commands
-/// that change something (`wake`, `forget`), which go through the core like any other input.
-extension Daemon {
-    func answer(_ request: ControlRequest, on connection: ControlConnection) -> ControlResponse? {
-        switch request.command {
-        case .status:
-            return ControlResponse(status: statusReport())
-        case .hosts:
-            return ControlResponse(hosts: hostSummaries())
-        case .show:
-            return withHost(request) { key in
-                ControlResponse(host: detail(of: key, now: now()))
-            }
-        case .wake:
-            return withHost(request) { key in
-                let name = displayName(key)
-                perform(core.requestWake(key, now: now(), reason: "the administrator asked (sleepproxyctl wake)"))
-                scheduleExpiry()
-                if configuration.core.wakePolicy.dryRun {
-                    return ControlResponse(
-                        message:
-                            "would wake \(name) (\(key.primaryMAC) on \(key.interface)): wake.dry_run is on, no magic packet sent"
-                    )
-                }
-                return ControlResponse(message: "waking \(name) (\(key.primaryMAC) on \(key.interface))")
-            }
-        case .forget:
-            return withHost(request) { key in
-                let name = displayName(key)
-                perform(core.forget(key, now: now(), reason: "the administrator asked (sleepproxyctl forget)"))
-                scheduleExpiry()
-                return ControlResponse(
-                    message: "forgot \(name) (\(key.primaryMAC) on \(key.interface)): goodbyes sent, records dropped")
-            }
-        case .events:
-            return events(request, on: connection)
-        default:
-            return .failure(
-                ControlError(
-                    .unknownCommand,
-                    "unknown command \"\(request.command)\"; known: \(ControlRequest.Command.all.map(\.rawValue).joined(separator: ", "))"
-                ))
-        }
-    }
-
-    // MARK: Hosts
-
-    private func withHost(_ request: ControlRequest, _ body: (OwnerKey) -> ControlResponse) -> ControlResponse {
-        guard let text = request.host, !text.isEmpty else {
-            return .failure(ControlError(.badArgument, "\(request.command) needs a host: a name, an address or a MAC"))
-        }
-        switch resolve(text) {
-        case .success(let key): return body(key)
-        case .failure(let error): return .failure(error)
-        }
-    }
-
+/// The reports `sleepproxyctl` and `/hosts.json` show, read from one snapshot.
+extension DaemonSnapshot {
     /// The held host `text` names: a MAC (primary or wake), an address it holds or registered, or a host name
     /// (`imac` or `imac.local`, any case).
     func resolve(_ text: String) -> Result<OwnerKey, ControlError> {
@@ -88,7 +33,7 @@ extension Daemon {
         } else if let match = WakePolicy.HostMatch.name(text) {
             // A host name, or the table name of a declared host held now.
             matches = owners.values.filter { owner in
-                match.matches(owner, declaredName: self.core.declaration(of: owner.key)?.name)
+                match.matches(owner, declaredName: core.declaration(of: owner.key)?.name)
             }.map(\.key)
         } else {
             matches = []
@@ -108,20 +53,19 @@ extension Daemon {
     }
 
     func displayName(_ key: OwnerKey) -> String {
-        core.owners[key]?.firstHostName ?? knownNames[key.primaryMAC] ?? key.primaryMAC.description
+        core.owners[key]?.firstHostName ?? history.knownNames[key.primaryMAC] ?? key.primaryMAC.description
     }
 
     /// What `sleepproxyctl hosts` lists (and `/hosts.json` serves): the held hosts, and the declared hosts that are
     /// not held (awake, probing, or asleep and not held).
     func hostSummaries() -> [HostSummary] {
-        let now = now()
-        let held = core.owners.keys.compactMap { self.summary(of: $0, now: now) }
+        let held = core.owners.keys.compactMap { self.summary(of: $0) }
         // One line per host: a declared host held through its own registration is listed as held.
         let declared = core.declaredHosts.filter { core.owners[$0.host.key] == nil }.map(summary(of:))
         return (held + declared).sorted { ($0.interface, $0.ownerMAC) < ($1.interface, $1.ownerMAC) }
     }
 
-    func summary(of key: OwnerKey, now: UnixTime) -> HostSummary? {
+    func summary(of key: OwnerKey) -> HostSummary? {
         guard let owner = core.owners[key], let state = core.state(of: key) else { return nil }
         let stateText: String
         var wakeReason: String?
@@ -162,15 +106,15 @@ extension Daemon {
     }
 
     func lastWake(of key: OwnerKey) -> WakeReport? {
-        lastWakes[key].map { event in
+        history.lastWakes[key].map { event in
             WakeReport(
                 time: Self.date(event.time), reason: event.detail,
                 sourceAddress: event.source?.address.description, sourcePort: event.source.map { Int($0.port) })
         }
     }
 
-    func detail(of key: OwnerKey, now: UnixTime) -> HostDetail? {
-        guard let owner = core.owners[key], let summary = summary(of: key, now: now) else { return nil }
+    func detail(of key: OwnerKey) -> HostDetail? {
+        guard let owner = core.owners[key], let summary = summary(of: key) else { return nil }
         let records = owner.records.map { held in
             RecordReport(
                 name: held.record.name.description, type: held.record.type.description, ttl: Int(held.record.ttl),
@@ -196,22 +140,22 @@ extension Daemon {
 
     func statusReport() -> StatusReport {
         let owners = core.owners.values
-        let interfaces = shells.keys.sorted().compactMap { name -> InterfaceReport? in
-            guard let shell = shells[name] else { return nil }
+        let interfaces = self.interfaces.map { interface -> InterfaceReport in
+            let name = interface.name
             let held = owners.filter { $0.key.interface == name }
-            let counts = shell.captureCounts
+            let counts = interface.captureCounts
             return InterfaceReport(
-                name: name.rawValue, mac: shell.link.macAddress.description,
-                addresses: shell.link.prefixes.map(\.description),
+                name: name.rawValue, mac: interface.link.macAddress.description,
+                addresses: interface.link.prefixes.map(\.description),
                 advertisedName: core.advertisedInstance(on: name).map { Self.instanceText($0) },
                 registrationPort: Int(configuration.registrationPort), hostCount: held.count,
                 recordCount: held.reduce(0) { $0 + $1.records.count }, captureReceived: counts.map { Int($0.received) },
                 captureDropped: counts.map { Int($0.droppedByKernel + $0.droppedByInterface) })
         }
-        let uptime = Double((clock.now() - startedAt).components.seconds)
+        let uptime = Double((now - startedAt).components.seconds)
         return StatusReport(
             daemonVersion: SleepProxyVersion.string, startedAt: Self.date(startedAt), uptimeSeconds: uptime,
-            interfaces: interfaces, hostCount: owners.count, recordCount: core.recordCount, storePath: store.path,
+            interfaces: interfaces, hostCount: owners.count, recordCount: core.recordCount, storePath: storePath,
             controlSocket: configuration.controlSocket ?? "", dryRun: configuration.core.wakePolicy.dryRun)
     }
 
@@ -223,72 +167,16 @@ extension Daemon {
 
     // MARK: Events
 
-    private func events(_ request: ControlRequest, on connection: ControlConnection) -> ControlResponse {
-        let limit = request.limit ?? 50
-        guard limit >= 0, limit <= 100_000 else {
-            return .failure(ControlError(.badArgument, "limit \(limit) must be from 0 to 100000"))
-        }
-        var owner: String?
-        if let host = request.host, !host.isEmpty {
-            if let mac = MACAddress(host) {
-                owner = mac.description
-            } else if case .success(let key) = resolve(host) {
-                owner = key.primaryMAC.description
-            } else if let declared = core.declaredHosts.first(where: { $0.host.name.lowercased() == host.lowercased() })
-            {
-                owner = declared.host.mac.description
-            } else if let match = WakePolicy.HostMatch.name(host),
-                let known = knownNames.first(where: { WakePolicy.HostMatch.name($0.value) == match })
-            {
-                owner = known.key.description
-            } else {
-                return .failure(
-                    ControlError(
-                        .unknownHost,
-                        "no host \(host) is held or was seen since the daemon started; give its MAC to search the history"
-                    ))
-            }
-        }
-        let reports: [EventReport]
-        let newest: Int64
-        do {
-            // Filtering by host reads further back, so that the limit counts that host's events.
-            let loaded = try store.events(limit: owner == nil ? limit : configuration.eventHistoryLimit)
-            newest = loaded.events.last?.id ?? 0
-            var matching = loaded.events.filter { owner == nil || $0.event.owner?.description == owner }
-            if matching.count > limit { matching.removeFirst(matching.count - limit) }
-            reports = matching.map(report)
-        } catch {
-            return .failure(ControlError(.failed, "cannot read the event history: \(error)"))
-        }
-        if request.follow == true {
-            connection.follow(from: newest, owner: owner)
-        }
-        return ControlResponse(events: reports)
-    }
-
     func report(_ stored: StoredEvent) -> EventReport {
         let event = stored.event
         return EventReport(
             id: stored.id, time: Self.date(event.time), kind: event.kind.identifier,
             interface: event.interface.rawValue, ownerMAC: event.owner?.description,
             host: event.owner.flatMap { mac in
-                core.owners[OwnerKey(interface: event.interface, primaryMAC: mac)]?.firstHostName ?? knownNames[mac]
+                core.owners[OwnerKey(interface: event.interface, primaryMAC: mac)]?.firstHostName
+                    ?? history.knownNames[mac]
             }, sourceAddress: event.source?.address.description, sourcePort: event.source.map { Int($0.port) },
             reason: event.reason?.identifier, detail: event.detail)
-    }
-
-    /// Sends every follower the events committed since the last it saw.
-    func sendEventsToFollowers() {
-        guard let control else { return }
-        for follower in control.followers {
-            guard let loaded = try? store.events(after: follower.lastEventID, limit: 10_000) else { continue }
-            for stored in loaded.events {
-                follower.lastEventID = stored.id
-                if let owner = follower.ownerFilter, stored.event.owner?.description != owner { continue }
-                follower.send(ControlResponse(event: report(stored)))
-            }
-        }
     }
 
     // MARK: Presentation
