@@ -544,10 +544,4 @@ public final class Daemon: @unchecked Sendable {
                 daemon.queue.async { body(daemon.snapshot(withCaptureCounts: withCaptureCounts)) }
             }, metrics: metrics)
     }
-
-    /// The capture filter's `dst host` or `dst net` terms for `addresses`, at most `limit`, folded as the core
-    /// folds them.
-    public static func destinationTerms(for addresses: [IPAddress], limit: Int) -> [String] {
-        WatchedPrefixes(addresses).prefixes(limit: limit).map(InterfaceShell.destinationTerm)
-    }
 }

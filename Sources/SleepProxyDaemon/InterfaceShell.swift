@@ -397,6 +397,12 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
         prefix.isHost ? "dst host \(prefix.address)" : "dst net \(prefix.address)/\(prefix.length)"
     }
 
+    /// The capture filter's `dst host` or `dst net` terms for `addresses`, at most `limit`, folded as the core
+    /// folds them.
+    public static func destinationTerms(for addresses: [IPAddress], limit: Int) -> [String] {
+        WatchedPrefixes(addresses).prefixes(limit: limit).map(destinationTerm)
+    }
+
     static func family(of address: IPAddress) -> DatagramSocket.Family {
         switch address {
         case .v4: .ipv4
