@@ -7,7 +7,7 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
-/// The Debian package's version (`0.2.0-1`), which the package build (debian/rules) passes in the environment so
+/// The Debian package's version (`0.3.0-1`), which the package build (debian/rules) passes in the environment so
 /// that `--version` prints it. Empty for a build from source. Only the characters Debian allows in a version.
 let packageVersion = Context.environment["SLEEPPROXY_PACKAGE_VERSION"] ?? ""
 if !packageVersion.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || ".+~:-".contains($0)) }) {

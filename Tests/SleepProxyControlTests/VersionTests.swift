@@ -9,7 +9,7 @@ import Testing
             .deletingLastPathComponent()
     }
 
-    /// debian/changelog's newest entry is this release, with a Debian revision: `sleepproxyd (0.2.0-1) ...`.
+    /// debian/changelog's newest entry is this release, with a Debian revision: `sleepproxyd (0.3.0-1) ...`.
     @Test func theChangelogNamesThisRelease() throws {
         let changelog = try String(
             contentsOf: Self.packageRoot.appendingPathComponent("debian/changelog"), encoding: .utf8)

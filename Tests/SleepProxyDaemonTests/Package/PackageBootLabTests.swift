@@ -361,8 +361,11 @@ extension PackageBootLabTests {
         }
         let previous = try version(previousPackage)
         let current = try version(package)
-        let order = try Lab.runInTestNamespace(["dpkg", "--compare-versions", current, "lt", previous])
-        #expect(!order.succeeded, "this package's version \(current) is lower than the previous release's \(previous)")
+        let order = try Lab.runInTestNamespace(["dpkg", "--compare-versions", current, "gt", previous])
+        try #require(
+            order.succeeded,
+            "this package's version \(current) is not above the previous release's \(previous): debian/changelog needs an entry"
+        )
         let sample = "./etc/sleepproxy/sleepproxy.toml"
         let newSample = try #require(try Self.file(sample, of: package))
         let sampleChanged = try Self.file(sample, of: previousPackage) != newSample
@@ -381,12 +384,10 @@ extension PackageBootLabTests {
                 let oldPID = try #require(try await unit(system)["MainPID"])
                 Self.say("previous release \(previous) installed from \(previousPackage): Sleeper.local held")
 
-                // The upgrade. A package of the same version (no changelog entry since the release) is installed
-                // over it as apt does with --reinstall, which runs the same maintainer scripts as an upgrade.
-                let same = current == previous
+                // The upgrade, as apt does it.
                 try await system.runChecked(
-                    ["apt-get", "install", "-y", "-o", "Dpkg::Options::=--force-confold"]
-                        + (same ? ["--reinstall"] : []) + [share + "/current.deb"], timeout: .seconds(120))
+                    ["apt-get", "install", "-y", "-o", "Dpkg::Options::=--force-confold", share + "/current.deb"],
+                    timeout: .seconds(120))
                 let installed = try await system.runChecked(["dpkg-query", "-W", "-f", "${Version}", "sleepproxyd"])
                 #expect(installed.stdout == current, "\(installed)")
                 let daemon = try await system.runChecked(["md5sum", "/usr/sbin/sleepproxyd"])
@@ -414,7 +415,7 @@ extension PackageBootLabTests {
                 #expect(answer.answers.contains { $0.data == lab.host(.sleeper).ipv4 }, "\(answer)")
                 try await expectDocumentationInstalled(system)
                 Self.say(
-                    "\(same ? "reinstalled as" : "upgraded to") \(current): its sleepproxyd, configuration kept\(sampleChanged ? " (the new sample beside it)" : ""), main PID \(oldPID) -> \(service["MainPID"] ?? "?"), Sleeper.local held"
+                    "upgraded to \(current): its sleepproxyd, configuration kept\(sampleChanged ? " (the new sample beside it)" : ""), main PID \(oldPID) -> \(service["MainPID"] ?? "?"), Sleeper.local held"
                 )
             }
         }
