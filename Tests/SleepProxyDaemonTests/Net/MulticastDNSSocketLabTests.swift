@@ -75,9 +75,7 @@ struct MulticastDNSSocketLabTests {
             let unicast = try await avahiLine(standIn, payload: "unicast-query")
             #expect(unicast.destination == unicastTarget)
             _ = try await WakerSender.send(lab, to: groupTarget, payload: "marker")
-            let next = try await nextDatagram(from: socket)
-            #expect(String(decoding: next.bytes, as: UTF8.self) == "marker")
-            #expect(try socket.receive() == nil)
+            try await expectNextAndLast("marker", at: socket)
         }
     }
 
@@ -254,9 +252,7 @@ struct MulticastDNSSocketLabTests {
 
             let eth0Target = family == .ipv4 ? "224.0.0.251" : "ff02::fb%eth0"
             _ = try await WakerSender.send(lab, to: eth0Target, payload: "via-eth0", interface: "eth0")
-            let datagram = try await nextDatagram(from: socket)
-            #expect(String(decoding: datagram.bytes, as: UTF8.self) == "via-eth0")
-            #expect(try socket.receive() == nil)
+            try await expectNextAndLast("via-eth0", at: socket)
         }
     }
 
@@ -409,6 +405,14 @@ private func openSocket(_ lab: Lab, _ family: DatagramSocket.Family) throws -> D
         try DatagramSocket.multicastDNS(
             family: family, interfaceIndex: try NetworkInterface.named(Lab.interfaceName).index)
     }
+}
+
+/// Waits for the next datagram at `socket`, which must carry `payload`, and finds nothing queued behind it. Sent
+/// after the datagrams that must not arrive, `payload` shows that none of them did.
+private func expectNextAndLast(_ payload: String, at socket: DatagramSocket) async throws {
+    let next = try await nextDatagram(from: socket)
+    #expect(String(decoding: next.bytes, as: UTF8.self) == payload)
+    #expect(try socket.receive() == nil)
 }
 
 /// Waits (checking every 10 ms, for at most `timeout`) until `process` has printed a whole line after the first
