@@ -14,15 +14,6 @@ struct ConflictDecisionTests {
     static let theirs = DNSRecord(
         name: "sleepy.local.", ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 77, 0, 66)))
 
-    static func registered() -> Harness {
-        var harness = Harness()
-        harness.register(
-            Update.bytes(
-                records: Update.host("sleepy", ipv4: IPv4Address(10, 77, 0, 2)),
-                owner: OwnerOption(sequence: 1, primaryMAC: mac)))
-        return harness
-    }
-
     static func with(_ ttl: UInt32, _ record: DNSRecord) -> DNSRecord {
         var copy = record
         copy.ttl = ttl
@@ -72,7 +63,7 @@ struct ConflictDecisionTests {
 
     @Test(arguments: findings)
     func weighs(_ row: Finding) {
-        var harness = Self.registered()
+        var harness = ConflictTests.registered()
         harness.run(until: harness.now + (row.settled ? .seconds(3) : .milliseconds(100)))
         let packet = MDNSPacket(
             interface: Harness.interface, source: Harness.waker, destination: .v4(.mdnsGroup),
@@ -142,7 +133,7 @@ struct ConflictDecisionTests {
 
     @Test(arguments: outcomes)
     func decides(_ row: Outcome) {
-        var harness = Self.registered()
+        var harness = ConflictTests.registered()
         row.prepare(&harness)
         let generation = harness.core.hosts.generation
         let outcome = harness.core.conflictOutcome(on: row.record, of: Self.key, now: harness.now)

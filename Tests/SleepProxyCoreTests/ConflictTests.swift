@@ -9,12 +9,19 @@ struct ConflictTests {
     static let mac = MACAddress(0x02, 0x77, 0, 0, 0, 2)
     static let intruderMAC = MACAddress(0x02, 0, 0, 0, 0, 0x66)
 
-    static func holding() -> Harness {
+    /// A harness that has just registered `sleepy.local.` (10.77.0.2) for ``mac``.
+    static func registered() -> Harness {
         var harness = Harness()
         harness.register(
             Update.bytes(
                 records: Update.host("sleepy", ipv4: IPv4Address(10, 77, 0, 2)),
                 owner: OwnerOption(sequence: 1, primaryMAC: mac)))
+        return harness
+    }
+
+    /// ``registered()`` three seconds on: the host is held and announced.
+    static func holding() -> Harness {
+        var harness = registered()
         harness.run(until: harness.now + .seconds(3))
         return harness
     }

@@ -215,33 +215,36 @@ extension Lab {
         services: [AvahiService] = [],
         staticHosts: [(name: String, address: String)] = [],
         configuration: [String: [String: String]] = [:]
-    ) throws -> AvahiInstance {
-        let namespace = try run(role, ["ip", "netns", "identify"], timeout: .seconds(5))
-        guard namespace.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == host(role).namespace else {
-            throw LabError("refusing to start avahi-daemon: not inside \(host(role).namespace): \(namespace)")
-        }
-
-        let directory = try makeDirectory(prefix: "avahi-\(role.rawValue)-")
-        func write(_ text: String, to name: String) throws {
-            try text.write(toFile: directory + "/" + name, atomically: false, encoding: .utf8)
-        }
-        try FileManager.default.createDirectory(atPath: directory + "/services", withIntermediateDirectories: false)
-        try write(Self.avahiConfiguration(hostName: hostName, overrides: configuration), to: "avahi-daemon.conf")
-        // `/etc/avahi/hosts`: an address and a name per line, published as A (or AAAA) and reverse PTR.
-        try write(staticHosts.map { "\($0.address) \($0.name)\n" }.joined(), to: "hosts")
-        for (index, service) in services.enumerated() {
-            try write(service.serviceFile, to: "services/\(index).service")
-        }
-        try write(Self.busConfiguration, to: "bus.conf")
-
-        var started: [LabProcess] = []
-        do {
-            return try launchAvahi(on: role, hostName: hostName, directory: directory, services: services.count) {
-                started.append($0)
+    ) async throws -> AvahiInstance {
+        // It waits for the daemon's output, blocking: off the cooperative thread pool.
+        try await runOffCooperativePool { [self] in
+            let namespace = try run(role, ["ip", "netns", "identify"], timeout: .seconds(5))
+            guard namespace.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == host(role).namespace else {
+                throw LabError("refusing to start avahi-daemon: not inside \(host(role).namespace): \(namespace)")
             }
-        } catch {
-            for process in started { process.terminate(grace: .zero) }
-            throw error
+
+            let directory = try makeDirectory(prefix: "avahi-\(role.rawValue)-")
+            func write(_ text: String, to name: String) throws {
+                try text.write(toFile: directory + "/" + name, atomically: false, encoding: .utf8)
+            }
+            try FileManager.default.createDirectory(atPath: directory + "/services", withIntermediateDirectories: false)
+            try write(Self.avahiConfiguration(hostName: hostName, overrides: configuration), to: "avahi-daemon.conf")
+            // `/etc/avahi/hosts`: an address and a name per line, published as A (or AAAA) and reverse PTR.
+            try write(staticHosts.map { "\($0.address) \($0.name)\n" }.joined(), to: "hosts")
+            for (index, service) in services.enumerated() {
+                try write(service.serviceFile, to: "services/\(index).service")
+            }
+            try write(Self.busConfiguration, to: "bus.conf")
+
+            var started: [LabProcess] = []
+            do {
+                return try launchAvahi(on: role, hostName: hostName, directory: directory, services: services.count) {
+                    started.append($0)
+                }
+            } catch {
+                for process in started { process.terminate(grace: .zero) }
+                throw error
+            }
         }
     }
 
@@ -303,21 +306,6 @@ extension Lab {
             daemon: daemon,
             bus: bus
         )
-    }
-
-    /// ``startAvahi(on:hostName:services:staticHosts:configuration:)`` off the cooperative thread pool.
-    public func startAvahi(
-        on role: Role,
-        hostName: String,
-        services: [AvahiService] = [],
-        staticHosts: [(name: String, address: String)] = [],
-        configuration: [String: [String: String]] = [:]
-    ) async throws -> AvahiInstance {
-        try await runOffCooperativePool {
-            try self.startAvahi(
-                on: role, hostName: hostName, services: services, staticHosts: staticHosts,
-                configuration: configuration)
-        }
     }
 
     /// The configuration file: one interface, both IP versions, D-Bus required, nothing published but the host's

@@ -29,3 +29,15 @@ func runOffCooperativePool<Value: Sendable>(
         DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
     }
 }
+
+extension LabProcess {
+    /// Waits until the process has written `text` to its standard error, for at most `timeout`; throws
+    /// ``TimeoutError`` naming `what`, with what it wrote, if it has not.
+    public func waitUntilLogged(_ text: String, _ what: String, within timeout: Duration = .seconds(10)) async throws {
+        do {
+            _ = try await eventually(what, within: timeout) { stderr.contains(text) ? true : nil }
+        } catch let timeout as TimeoutError {
+            throw TimeoutError("\(timeout): no \"\(text)\" in the log of \(arguments.first ?? "?"): \(stderr)")
+        }
+    }
+}

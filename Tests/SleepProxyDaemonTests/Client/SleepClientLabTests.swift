@@ -86,7 +86,7 @@ struct SleepClientLabTests {
             try Self.writeConfig(lab)
             let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
             defer { daemon.signal(SIGTERM) }
-            let nic = try SleepingHostLabTests().magicPackets(lab)
+            let nic = try magicPackets(lab)
             defer { nic.close() }
             let sleeper = lab.host(.sleeper)
             let avahi = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: Self.services)
@@ -496,12 +496,9 @@ struct SleepClientLabTests {
             #expect(register.status == 0, "\(register)")
             #expect(register.stderr.contains("proxy 1: \"10-10-10-10.1 Silent\""), "\(register)")
             #expect(register.stderr.contains("registered eth0 with \"20-30-50-73.1 Lab Proxy\""), "\(register)")
-            var sendings: [Duration] = []
-            while let frame = try? await firstElement(
-                of: wire.frames, within: .milliseconds(300), "a sending", where: { _ in true })
-            {
-                sendings.append(frame.timestamp)
-            }
+            // Everything sent to the silent proxy, up to a marker sent after the client is done.
+            let sendings = try await framesBeforeMarker(wire, Marker.udp(port: 5999), at: .waker, of: lab).map(
+                \.timestamp)
             #expect(sendings.count == 3, "three sendings to the silent proxy: \(sendings)")
             if sendings.count == 3 {
                 let gaps = zip(sendings.dropFirst(), sendings).map { $0 - $1 }

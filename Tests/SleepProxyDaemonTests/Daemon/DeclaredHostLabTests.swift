@@ -59,9 +59,8 @@ struct DeclaredHostLabTests {
             let daemon = try RegistrationDaemonLabTests().startDaemon(
                 lab, state: lab.workDirectory + "/state", extraArguments: ["--config", path])
             defer { daemon.signal(SIGTERM) }
-            let nic = try lab.withNamespace(.waker) { try CaptureStream(interface: "eth0") }
+            let nic = try magicPackets(lab, at: .waker)
             defer { nic.close() }
-            try nic.setFilter("ether proto 0x0842")
 
             _ = try await eventually("the address found in use", within: .seconds(45)) {
                 daemon.stderr.contains("\(waker.ipv4) is in use by \(waker.macString)") ? true : nil
@@ -76,8 +75,8 @@ struct DeclaredHostLabTests {
             }
             #expect(!daemon.stderr.contains("took over \(waker.ipv4)"), "\(daemon.stderr)")
             #expect(!daemon.stderr.contains("waking"), "\(daemon.stderr)")
-            let magic = try? await firstElement(of: nic.frames, within: .seconds(1), "a magic packet") { _ in true }
-            #expect(magic == nil, "nobody woken")
+            let magic = try await framesBeforeMarker(nic, Marker.wakeOnLAN, at: .waker, of: lab, after: .seconds(1))
+            #expect(magic.isEmpty, "nobody woken, yet \(magic.count) magic packets")
             let hosts = try await OperationsLabTests().ctl(lab, ["hosts"])
             #expect(hosts.stdout.contains("is in use by \(waker.macString)"), "\(hosts.stdout)")
         }
@@ -89,9 +88,8 @@ struct DeclaredHostLabTests {
             defer { daemon.signal(SIGTERM) }
             let sleeper = lab.host(.sleeper)
             let sleeperMAC = try #require(MACAddress(sleeper.macString))
-            let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
+            let nic = try magicPackets(lab)
             defer { nic.close() }
-            try nic.setFilter("ether proto 0x0842")
 
             // Awake, it answers its probes: nothing is claimed, its service is not answered by the proxy.
             _ = try await eventually("the first probe answered", within: .seconds(15)) {
@@ -105,9 +103,8 @@ struct DeclaredHostLabTests {
             // It sleeps (its addresses go, so its kernel answers nothing): taken over within half a minute.
             let asleepAt = ContinuousClock.now
             try lab.sleep(.sleeper)
-            _ = try await eventually("the take-over of \(sleeper.ipv4)", within: .seconds(40)) {
-                daemon.stderr.contains("took over \(sleeper.ipv4)") ? true : nil
-            }
+            try await daemon.waitUntilLogged(
+                "took over \(sleeper.ipv4)", "the take-over of \(sleeper.ipv4)", within: .seconds(40))
             let takeOver = ContinuousClock.now - asleepAt
             print(
                 "declared_takeover_s: \(Double(takeOver.components.seconds) + Double(takeOver.components.attoseconds) / 1e18)"
@@ -124,11 +121,8 @@ struct DeclaredHostLabTests {
             _ = try await lab.run(.waker, ["nc", "-z", "-w", "2", sleeper.ipv4, "8080"])
             #expect(!daemon.stderr.contains("waking"), "\(daemon.stderr)")
             let client = try lab.spawn(.waker, ["nc", "-z", "-w", "40", sleeper.ipv4, "22"])
-            let frame = try await firstElement(of: nic.frames, within: .seconds(10), "a magic packet") { _ in true }
-            #expect(try EthernetFrame(parsing: frame.bytes).magicPacket?.target == sleeperMAC)
-            _ = try await eventually("the wake's log line", within: .seconds(5)) {
-                daemon.stderr.contains("hosts.sleeper.wake_ports") ? true : nil
-            }
+            try await expectMagicPacketForSleeper(lab, at: nic)
+            try await daemon.waitUntilLogged("hosts.sleeper.wake_ports", "the wake's log line", within: .seconds(5))
             try await Self.show(lab, ["hosts"], "being woken")
 
             // It wakes as a PC does: addresses back, ssh listening, and a first frame of its own (an ARP for its

@@ -156,23 +156,21 @@ struct KeepaliveLabTests {
         }
     }
 
-    func magicPackets(_ lab: Lab) throws -> CaptureStream {
-        let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
-        try nic.setFilter("ether proto 0x0842")
-        return nic
+    /// The daemon started, the connection open, and the sleeper registered with its record, asleep and taken
+    /// over; with a capture of the magic packets at the sleeper's NIC from then on.
+    func heldWithConnection(_ lab: Lab) async throws -> (daemon: LabProcess, connection: Connection, nic: CaptureStream)
+    {
+        let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
+        let connection = try await connect(lab)
+        try await MacSleeper.registerSleepAndWaitForTakeOver(lab, by: daemon, extra: [connection.record])
+        return (daemon, connection, try magicPackets(lab))
     }
 
     /// Held for several keepalive periods while the waker's kernel probes every second, then woken by data.
     @Test func theConnectionStaysUpThenDataWakesTheHost() async throws {
         try await Lab.withLab { lab in
-            let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
+            let (daemon, connection, nic) = try await heldWithConnection(lab)
             defer { daemon.signal(SIGTERM) }
-            let connection = try await connect(lab)
-            try await MacSleeper.registerAndSleep(lab, extra: [connection.record])
-            _ = try await eventually("the take-over", within: .seconds(20)) {
-                daemon.stderr.contains("took over \(lab.host(.sleeper).ipv4)") ? true : nil
-            }
-            let nic = try magicPackets(lab)
             defer { nic.close() }
 
             // The waker's kernel starts probing; without answers it would drop the connection within 3 s. Then
@@ -200,9 +198,7 @@ struct KeepaliveLabTests {
             #expect(!daemon.stderr.contains("waking"), "no wake while only keepalives and probes came")
 
             try await order(connection, "data")
-            let frame = try await firstElement(of: nic.frames, within: .seconds(10), "a magic packet") { _ in true }
-            #expect(
-                try EthernetFrame(parsing: frame.bytes).magicPacket?.target == MACAddress(lab.host(.sleeper).macString))
+            try await expectMagicPacketForSleeper(lab, at: nic)
             let events = try await lab.run(
                 .proxy,
                 [
@@ -220,26 +216,17 @@ struct KeepaliveLabTests {
     /// A RST from the waker wakes the host too.
     @Test func aResetWakesTheHost() async throws {
         try await Lab.withLab { lab in
-            let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
+            let (daemon, connection, nic) = try await heldWithConnection(lab)
             defer { daemon.signal(SIGTERM) }
-            let connection = try await connect(lab)
-            try await MacSleeper.registerAndSleep(lab, extra: [connection.record])
-            _ = try await eventually("the take-over", within: .seconds(20)) {
-                daemon.stderr.contains("took over \(lab.host(.sleeper).ipv4)") ? true : nil
-            }
-            let nic = try magicPackets(lab)
             defer { nic.close() }
             try await Task.sleep(for: .seconds(3))
             #expect(try await peerSocket(lab) != nil, "\(connection.peer.stdout)")
 
             try await order(connection, "rst")
-            let frame = try await firstElement(of: nic.frames, within: .seconds(10), "a magic packet") { _ in true }
-            #expect(
-                try EthernetFrame(parsing: frame.bytes).magicPacket?.target == MACAddress(lab.host(.sleeper).macString))
-            _ = try await eventually("the wake logged", within: .seconds(5)) {
-                daemon.stderr.contains("TCP RST from \(lab.host(.waker).ipv4):4000 on the kept-alive connection")
-                    ? true : nil
-            }
+            try await expectMagicPacketForSleeper(lab, at: nic)
+            try await daemon.waitUntilLogged(
+                "TCP RST from \(lab.host(.waker).ipv4):4000 on the kept-alive connection", "the wake logged",
+                within: .seconds(5))
         }
     }
 }

@@ -70,17 +70,11 @@ struct LeastPrivilegeLabTests {
             // CAP_NET_ADMIN (12) and CAP_NET_RAW (13): 0x3000, nothing else, not even in the bounding set.
             #expect(identity.effective == "0000000000003000" && identity.bounding == "0000000000003000", "\(identity)")
 
-            let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
+            let nic = try magicPackets(lab)
             defer { nic.close() }
-            try nic.setFilter("ether proto 0x0842")
-            try await MacSleeper.registerAndSleep(lab)
-            _ = try await eventually("the take-over", within: .seconds(20)) {
-                daemon.stderr.contains("took over \(lab.host(.sleeper).ipv4)") ? true : nil
-            }
+            try await MacSleeper.registerSleepAndWaitForTakeOver(lab, by: daemon)
             _ = try lab.spawn(.waker, ["nc", "-z", "-w", "10", lab.host(.sleeper).ipv4, "22"])
-            let frame = try await firstElement(of: nic.frames, within: .seconds(10), "a magic packet") { _ in true }
-            #expect(
-                try EthernetFrame(parsing: frame.bytes).magicPacket?.target == MACAddress(lab.host(.sleeper).macString))
+            try await expectMagicPacketForSleeper(lab, at: nic)
             #expect(!daemon.stderr.contains("Operation not permitted"), "\(daemon.stderr)")
             #expect(!daemon.hasExited)
         }

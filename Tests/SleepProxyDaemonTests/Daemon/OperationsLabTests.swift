@@ -116,30 +116,6 @@ struct OperationsLabTests {
         }
     }
 
-    /// The frames `capture` (on `eth0` in `namespace`) shows before a marker sent now on the same link: a frame
-    /// that is not a magic packet but has their EtherType, sent through another handle, which the capture shows as
-    /// it leaves. A capture that stopped or failed shows no marker either, and the wait for it throws: an empty
-    /// answer says that nothing came, never that nothing was seen.
-    func magicPacketsBeforeMarker(_ capture: CaptureStream, namespace: String) async throws -> [CapturedFrame] {
-        let sender = try Lab.withNamespace(named: namespace) { try CaptureStream(interface: "eth0") }
-        defer { sender.close() }
-        // To a MAC no lab host has, from one no lab host has either.
-        let marker: [UInt8] =
-            [0x02, 0x77, 0, 0, 0, 0xEE, 0x02, 0x77, 0, 0, 0, 0xEF, 0x08, 0x42] + Array("no magic packet here".utf8)
-            + [UInt8](repeating: 0, count: 26)
-        try sender.inject(marker)
-        let seen = try await elements(of: capture.frames, within: .seconds(5), "the marker at \(namespace)") {
-            $0.bytes.starts(with: marker)
-        }
-        return Array(seen.dropLast())
-    }
-
-    func magicPackets(namespace: String) throws -> CaptureStream {
-        let nic = try Lab.withNamespace(named: namespace) { try CaptureStream(interface: "eth0") }
-        try nic.setFilter("ether proto 0x0842")
-        return nic
-    }
-
     /// Two LANs, a host registered on each: both are held, each on its own interface, and a connection to the
     /// second wakes it there, and only it.
     @Test func twoNetworksEachHostIsWokenOnItsOwn() async throws {
@@ -147,7 +123,7 @@ struct OperationsLabTests {
             let network = try lab.addSecondNetwork()
             let daemon = try await start(lab, ["--interface", "eth0", "--interface", "eth1"])
             defer { daemon.signal(SIGTERM) }
-            let first = try magicPackets(namespace: lab.host(.sleeper).namespace)
+            let first = try magicPackets(lab)
             defer { first.close() }
             let second = try magicPackets(namespace: network.sleeperNamespace)
             defer { second.close() }
@@ -178,7 +154,7 @@ struct OperationsLabTests {
             _ = try await firstElement(of: second.frames, within: .seconds(10), "the wake's second round") {
                 $0.timestamp >= frame.timestamp + .milliseconds(1_500)
             }
-            let stray = try await magicPacketsBeforeMarker(first, namespace: lab.host(.sleeper).namespace)
+            let stray = try await framesBeforeMarker(first, Marker.wakeOnLAN, at: .sleeper, of: lab)
             #expect(stray.isEmpty, "the first sleeper was asked for: \(stray.count) magic packets")
 
             // SLEEPPROXY_SHOW_CTL=1 prints the tables an administrator would see (the README's examples).
@@ -211,7 +187,7 @@ struct OperationsLabTests {
             try write("interfaces = [\"eth0\"]\n")
             let daemon = try await start(lab, ["--config", config])
             defer { daemon.signal(SIGTERM) }
-            let nic = try magicPackets(namespace: lab.host(.sleeper).namespace)
+            let nic = try magicPackets(lab)
             defer { nic.close() }
             try await MacSleeper.registerAndSleep(lab)
 
@@ -273,7 +249,7 @@ struct OperationsLabTests {
             _ = try await eventually("the first daemon's exit", within: .seconds(10)) { first.hasExited ? true : nil }
 
             try write("interfaces = [\"eth1\"]\n")
-            let nic = try magicPackets(namespace: lab.host(.sleeper).namespace)
+            let nic = try magicPackets(lab)
             defer { nic.close() }
             let daemon = try await start(lab, ["--config", config])
             defer { daemon.signal(SIGTERM) }

@@ -70,7 +70,7 @@ struct RegistrationDaemonLabTests {
             #expect(daemon.wait(timeout: .seconds(5)) != nil)
 
             daemon = try startDaemon(lab, state: state)
-            try await waitFor(daemon, "restore: holding 100 owners with 500 records")
+            try await daemon.waitUntilLogged("restore: holding 100 owners with 500 records", "the restore")
 
             let store = try LeaseStore(directory: state)
             defer { store.close() }
@@ -92,7 +92,7 @@ struct RegistrationDaemonLabTests {
             let (zero, _) = try Self.registration(index: 200, id: 0x2000, lease: 0)
             try client.send(zero, to: proxyEndpoint, scopeID: 0, from: sleeperAddress, interfaceIndex: 0)
             await #expect(throws: TimeoutError.self) { try await nextDatagram(from: client, within: .seconds(1)) }
-            try await waitFor(daemon, "zero-lease")
+            try await daemon.waitUntilLogged("zero-lease", "the zero-lease log line")
 
             daemon.signal(SIGTERM)
             #expect(daemon.wait(timeout: .seconds(5)) == 0)
@@ -158,15 +158,5 @@ struct RegistrationDaemonLabTests {
             usleep(20_000)
         }
         return process
-    }
-
-    func waitFor(_ process: LabProcess, _ text: String) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !process.stderr.contains(text) {
-            guard ContinuousClock.now < deadline else {
-                throw TimeoutError("no \"\(text)\" in the daemon's log: \(process.stderr)")
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
     }
 }

@@ -20,13 +20,6 @@ struct SleepingHostLabTests {
         try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
     }
 
-    /// What reaches the sleeping NIC: magic packets.
-    func magicPackets(_ lab: Lab) throws -> CaptureStream {
-        let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
-        try nic.setFilter("ether proto 0x0842")
-        return nic
-    }
-
     /// While asleep: answered by the proxy, its address claimed, a SYN to another port wakes nothing, a SYN to
     /// its ssh port wakes it.
     /// Returns the connecting `nc`, which goes on sending its SYN for up to 40 s (again at about 1, 3, 7, 15 and
@@ -36,9 +29,8 @@ struct SleepingHostLabTests {
         _ lab: Lab, daemon: LabProcess, nic: CaptureStream, name: String
     ) async throws -> LabProcess {
         let sleeper = lab.host(.sleeper)
-        _ = try await eventually("the take-over of \(sleeper.ipv4)", within: .seconds(20)) {
-            daemon.stderr.contains("took over \(sleeper.ipv4)") ? true : nil
-        }
+        try await daemon.waitUntilLogged(
+            "took over \(sleeper.ipv4)", "the take-over of \(sleeper.ipv4)", within: .seconds(20))
         #expect(!daemon.stderr.contains("released"), "\(daemon.stderr)")
         let answer = try await lab.dig(from: .waker, server: lab.host(.proxy).ipv4, name: name, type: "A")
         #expect(answer.answers.contains { $0.type == "A" && $0.data == sleeper.ipv4 }, "\(answer)")
@@ -49,13 +41,16 @@ struct SleepingHostLabTests {
         #expect(!daemon.stderr.contains("waking"), "\(daemon.stderr)")
 
         let connecting = try lab.spawn(.waker, ["nc", "-z", "-w", "40", sleeper.ipv4, "22"])
-        let frame = try await firstElement(of: nic.frames, within: .seconds(10), "a magic packet") { _ in true }
-        #expect(try EthernetFrame(parsing: frame.bytes).magicPacket?.target == MACAddress(sleeper.macString))
-        // The wake's log line follows its magic packets.
-        _ = try await eventually("the wake's log line", within: .seconds(5)) {
-            daemon.stderr.contains("TCP SYN from \(lab.host(.waker).ipv4):") ? true : nil
-        }
+        try await expectWoken(lab, daemon: daemon, nic: nic, by: .waker)
         return connecting
+    }
+
+    /// A magic packet for the sleeper arrives at its `nic`, and the wake's log line names a SYN from `client`.
+    func expectWoken(_ lab: Lab, daemon: LabProcess, nic: CaptureStream, by client: Lab.Role) async throws {
+        try await expectMagicPacketForSleeper(lab, at: nic)
+        // The wake's log line follows its magic packets.
+        try await daemon.waitUntilLogged(
+            "TCP SYN from \(lab.host(client).ipv4):", "the wake's log line", within: .seconds(5))
     }
 
     /// A Linux host with avahi-daemon registers through a third-party client, and its avahi answers a resolve
@@ -96,9 +91,7 @@ struct SleepingHostLabTests {
             // It comes back: its addresses, then its avahi, which probes for its names.
             try lab.wake(.sleeper)
             let after = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: [AvahiSleeper.service])
-            _ = try await eventually("the release", within: .seconds(10)) {
-                daemon.stderr.contains("released") ? true : nil
-            }
+            try await daemon.waitUntilLogged("released", "the release")
             #expect(daemon.stderr.contains("probed for its name"), "\(daemon.stderr)")
             #expect(after.announcedHostName == "sleeper.local", "\(after.log)")
             #expect(!after.log.contains("#2") && !after.log.contains("sleeper-2"), "\(after.log)")
@@ -119,32 +112,30 @@ struct SleepingHostLabTests {
             try await MacSleeper.registerAndSleep(lab)
             try await expectHeldThenWokenBySSH(lab, daemon: daemon, nic: nic, name: "sleeper.local")
 
-            // What the proxy multicasts from now on, as the waker sees it.
-            let proxyMAC = lab.host(.proxy).macString
+            // The mDNS the waker sees from now on (the proxy's is told apart by its source MAC).
+            let proxyMAC = try #require(MACAddress(lab.host(.proxy).macString))
             let wire = try lab.withNamespace(.waker) { try CaptureStream(interface: "eth0") }
             defer { wire.close() }
-            try wire.setFilter("udp port 5353 and ether src \(proxyMAC)")
+            try wire.setFilter("udp port 5353")
 
             try await MacSleeper.wake(lab)
-            _ = try await eventually("the release", within: .seconds(5)) {
-                daemon.stderr.contains("released") ? true : nil
-            }
+            try await daemon.waitUntilLogged("released", "the release", within: .seconds(5))
             #expect(daemon.stderr.contains("OWNER seq 4 (held 3)"), "\(daemon.stderr)")
-            let laterMagic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
+            // No magic packet in the 5 s after the release.
+            let laterMagic = try magicPackets(lab)
             defer { laterMagic.close() }
-            try laterMagic.setFilter("ether proto 0x0842")
-            await #expect(throws: TimeoutError.self, "no magic packet after the release") {
-                _ = try await firstElement(of: laterMagic.frames, within: .seconds(5), "a magic packet") { _ in true }
-            }
+            let magic = try await framesBeforeMarker(
+                laterMagic, Marker.wakeOnLAN, at: .sleeper, of: lab, after: .seconds(5))
+            #expect(magic.isEmpty, "\(magic.count) magic packets after the release")
             // No goodbye for the host's records (its own announcements keep caches right).
-            await #expect(throws: TimeoutError.self, "no goodbye from the proxy") {
-                _ = try await firstElement(of: wire.frames, within: .seconds(1), "a goodbye") { frame in
-                    guard let payload = (try? EthernetFrame(parsing: frame.bytes))?.udp?.payload,
-                        let message = try? DNSMessage(decoding: payload)
-                    else { return false }
-                    return message.answers.contains { $0.ttl == 0 && $0.name.caseInsensitiveEquals("sleeper.local.") }
-                }
+            let multicast = try await framesBeforeMarker(wire, Marker.udp(port: 5353), at: .waker, of: lab)
+            let goodbyes = multicast.compactMap { try? EthernetFrame(parsing: $0.bytes) }.filter { frame in
+                guard frame.header.source == proxyMAC, let payload = frame.udp?.payload,
+                    let message = try? DNSMessage(decoding: payload)
+                else { return false }
+                return message.answers.contains { $0.ttl == 0 && $0.name.caseInsensitiveEquals("sleeper.local.") }
             }
+            #expect(goodbyes.isEmpty, "\(goodbyes.count) goodbyes from the proxy")
         }
     }
 
@@ -156,18 +147,15 @@ struct SleepingHostLabTests {
             defer { daemon.signal(SIGTERM) }
             let nic = try magicPackets(lab)
             defer { nic.close() }
-            let sleeper = lab.host(.sleeper)
             let ard = try DNSName(labels: ["Sleeper", "_net-assistant", "_udp", "local"])
-            try await MacSleeper.registerAndSleep(
-                lab,
+            try await MacSleeper.registerSleepAndWaitForTakeOver(
+                lab, by: daemon,
                 extra: [
                     DNSRecord(
                         name: ard, ttl: 120, cacheFlush: true,
                         rdata: .srv(SRVData(port: 3283, target: "Sleeper.local.")))
                 ])
-            _ = try await eventually("the take-over of \(sleeper.ipv4)", within: .seconds(20)) {
-                daemon.stderr.contains("took over \(sleeper.ipv4)") ? true : nil
-            }
+            let sleeper = lab.host(.sleeper)
 
             // The proxy host's neighbour entry from the registration exchange has aged out: its kernel asks again.
             _ = try await lab.run(.proxy, ["ip", "neigh", "flush", "dev", "eth0"])
@@ -182,12 +170,7 @@ struct SleepingHostLabTests {
             #expect(resolved.contains { $0.id == 0x0077 && $0.answers("sleeper.local.", .a) }, "\(resolved)")
 
             _ = try lab.spawn(.proxy, ["nc", "-z", "-w", "10", sleeper.ipv4, "22"])
-            let frame = try await firstElement(of: nic.frames, within: .seconds(10), "a magic packet") { _ in true }
-            #expect(try EthernetFrame(parsing: frame.bytes).magicPacket?.target == MACAddress(sleeper.macString))
-            // The wake's log line follows its magic packets.
-            _ = try await eventually("the wake's log line", within: .seconds(5)) {
-                daemon.stderr.contains("TCP SYN from \(lab.host(.proxy).ipv4):") ? true : nil
-            }
+            try await expectWoken(lab, daemon: daemon, nic: nic, by: .proxy)
         }
     }
 }

@@ -27,14 +27,10 @@ struct TakeoverLabTests {
             let sleeperMAC = try #require(MACAddress(sleeper.macString))
 
             // What arrives at the sleeping NIC.
-            let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
+            let nic = try magicPackets(lab)
             defer { nic.close() }
-            try nic.setFilter("ether proto 0x0842")
 
-            try await MacSleeper.registerAndSleep(lab)
-            _ = try await eventually("the take-over of \(sleeper.ipv4)", within: .seconds(15)) {
-                daemon.stderr.contains("took over \(sleeper.ipv4)") ? true : nil
-            }
+            try await MacSleeper.registerSleepAndWaitForTakeOver(lab, by: daemon)
             // After the announcements, asking for the sleeper's address gets the proxy's MAC.
             let arping = try await lab.run(.waker, ["arping", "-c", "1", "-w", "3", "-I", "eth0", sleeper.ipv4])
             #expect(arping.stdout.lowercased().contains(lab.host(.proxy).macString.lowercased()), "\(arping)")
@@ -51,9 +47,7 @@ struct TakeoverLabTests {
             #expect(magic.header.destination == sleeperMAC)
             #expect(magic.magicPacket?.target == sleeperMAC)
             // The wake's log line follows its magic packets.
-            _ = try await eventually("the wake's log line", within: .seconds(5)) {
-                daemon.stderr.contains("TCP SYN from 10.77.0.3:") ? true : nil
-            }
+            try await daemon.waitUntilLogged("TCP SYN from 10.77.0.3:", "the wake's log line", within: .seconds(5))
 
             // The host wakes as a Mac does: its addresses back, ssh listening, a gratuitous ARP, then its
             // announcement with OWNER and the next sequence number. The proxy lets go at once and silently, and
@@ -61,9 +55,7 @@ struct TakeoverLabTests {
             let server = try lab.spawn(.sleeper, ["nc", "-l", "22"])
             defer { server.signal(SIGTERM) }
             try await MacSleeper.wake(lab)
-            _ = try await eventually("the release", within: .seconds(10)) {
-                daemon.stderr.contains("released") ? true : nil
-            }
+            try await daemon.waitUntilLogged("released", "the release")
             #expect(daemon.stderr.contains("OWNER seq 4 (held 3)"), "\(daemon.stderr)")
             let status = try await eventually("the connection to the woken host", within: .seconds(30)) {
                 client.hasExited ? client.wait(timeout: .seconds(1)) : nil
@@ -83,14 +75,10 @@ struct TakeoverLabTests {
             let waker = lab.host(.waker)
             let proxyMAC = try #require(MACAddress(lab.host(.proxy).macString))
             let sleeperMAC = try #require(MACAddress(sleeper.macString))
-            let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
+            let nic = try magicPackets(lab)
             defer { nic.close() }
-            try nic.setFilter("ether proto 0x0842")
 
-            try await MacSleeper.registerAndSleep(lab)
-            _ = try await eventually("the take-over of \(sleeper.ipv4)", within: .seconds(15)) {
-                daemon.stderr.contains("took over \(sleeper.ipv4)") ? true : nil
-            }
+            try await MacSleeper.registerSleepAndWaitForTakeOver(lab, by: daemon)
             let app = try lab.withNamespace(.waker) { try DatagramSocket(family: .ipv4, interface: "eth0", port: 0) }
             defer { app.close() }
             try app.send(
@@ -103,9 +91,8 @@ struct TakeoverLabTests {
             let magic = try EthernetFrame(parsing: frame.bytes)
             #expect(magic.header.source == proxyMAC && magic.header.destination == sleeperMAC)
             #expect(magic.magicPacket?.target == sleeperMAC)
-            _ = try await eventually("the wake's log line", within: .seconds(5)) {
-                daemon.stderr.contains("magic packet from \(waker.ipv4):") ? true : nil
-            }
+            try await daemon.waitUntilLogged(
+                "magic packet from \(waker.ipv4):", "the wake's log line", within: .seconds(5))
         }
     }
 
@@ -127,9 +114,9 @@ struct TakeoverLabTests {
             try wire.setFilter("arp")
 
             try await MacSleeper.registerAndSleep(lab)
-            _ = try await eventually("the lazy take-over of \(sleeper.ipv4)", within: .seconds(15)) {
-                daemon.stderr.contains("took over \(sleeper.ipv4) (answering requests only)") ? true : nil
-            }
+            try await daemon.waitUntilLogged(
+                "took over \(sleeper.ipv4) (answering requests only)", "the lazy take-over of \(sleeper.ipv4)",
+                within: .seconds(15))
             // Announcing, the last of four gratuitous ARPs would go out 7 s after the first.
             try await Task.sleep(for: .seconds(8))
             let arping = try await lab.run(.waker, ["arping", "-c", "1", "-w", "3", "-I", "eth0", sleeper.ipv4])
@@ -167,17 +154,12 @@ struct TakeoverLabTests {
         try await Lab.withLab { lab in
             let daemon = try RegistrationDaemonLabTests().startDaemon(
                 lab, state: lab.workDirectory + "/state", extraArguments: ["--wake-all-on-exit"])
-            let nic = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
+            let nic = try magicPackets(lab)
             defer { nic.close() }
-            try nic.setFilter("ether proto 0x0842")
             try await MacSleeper.registerAndSleep(lab)
             daemon.signal(SIGTERM)
             #expect(daemon.wait(timeout: .seconds(5)) == 0)
-            let frame = try await firstElement(of: nic.frames, within: .seconds(5), "a magic packet at exit") { _ in
-                true
-            }
-            #expect(
-                try EthernetFrame(parsing: frame.bytes).magicPacket?.target == MACAddress(lab.host(.sleeper).macString))
+            try await expectMagicPacketForSleeper(lab, at: nic, within: .seconds(5), "a magic packet at exit")
             #expect(daemon.stderr.contains("woke 1 held hosts"), "\(daemon.stderr)")
             #expect(daemon.stderr.contains("capture statistics on eth0: received"), "\(daemon.stderr)")
         }
@@ -190,10 +172,7 @@ struct TakeoverLabTests {
             let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
             defer { daemon.signal(SIGTERM) }
             let sleeper = lab.host(.sleeper)
-            try await MacSleeper.registerAndSleep(lab)
-            _ = try await eventually("the take-over of \(sleeper.ipv4)", within: .seconds(15)) {
-                daemon.stderr.contains("took over \(sleeper.ipv4)") ? true : nil
-            }
+            try await MacSleeper.registerSleepAndWaitForTakeOver(lab, by: daemon)
             // The proxy's host learnt the sleeper's MAC while it was awake (the registration's reply); that entry
             // has aged out by the time anyone there talks to the sleeper, so its kernel asks again.
             _ = try await lab.run(.proxy, ["ip", "neigh", "flush", "dev", "eth0"])
@@ -205,9 +184,7 @@ struct TakeoverLabTests {
             #expect(entry.lowercased().contains(sleeper.macString.lowercased()), "\(entry)")
             // The host comes back: released, and the entry is gone.
             try await MacSleeper.wake(lab)
-            _ = try await eventually("the release", within: .seconds(10)) {
-                daemon.stderr.contains("released") ? true : nil
-            }
+            try await daemon.waitUntilLogged("released", "the release")
             let after = try await lab.run(.proxy, ["ip", "neigh", "show", sleeper.ipv4, "dev", "eth0"])
             #expect(!after.stdout.contains("PERMANENT"), "\(after.stdout)")
         }
@@ -239,9 +216,8 @@ struct TakeoverLabTests {
                 from: try ip(sleeper.ipv4), interfaceIndex: 0)
             _ = try await nextDatagram(from: client, within: .seconds(5))
             try lab.sleep(.sleeper)
-            _ = try await eventually("the take-over of \(sleeper.ula)", within: .seconds(15)) {
-                daemon.stderr.contains("took over \(sleeper.ula)") ? true : nil
-            }
+            try await daemon.waitUntilLogged(
+                "took over \(sleeper.ula)", "the take-over of \(sleeper.ula)", within: .seconds(15))
             // The waker solicits the address (a ping makes it) and learns the proxy's MAC.
             _ = try await lab.run(.waker, ["ping", "-6", "-c", "1", "-W", "2", sleeper.ula])
             let neighbour = try await eventually("the waker's neighbour entry", within: .seconds(5)) {

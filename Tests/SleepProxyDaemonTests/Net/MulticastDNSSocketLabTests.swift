@@ -75,9 +75,7 @@ struct MulticastDNSSocketLabTests {
             let unicast = try await avahiLine(standIn, payload: "unicast-query")
             #expect(unicast.destination == unicastTarget)
             _ = try await WakerSender.send(lab, to: groupTarget, payload: "marker")
-            let next = try await nextDatagram(from: socket)
-            #expect(String(decoding: next.bytes, as: UTF8.self) == "marker")
-            #expect(try socket.receive() == nil)
+            try await expectNextAndLast("marker", at: socket)
         }
     }
 
@@ -254,9 +252,7 @@ struct MulticastDNSSocketLabTests {
 
             let eth0Target = family == .ipv4 ? "224.0.0.251" : "ff02::fb%eth0"
             _ = try await WakerSender.send(lab, to: eth0Target, payload: "via-eth0", interface: "eth0")
-            let datagram = try await nextDatagram(from: socket)
-            #expect(String(decoding: datagram.bytes, as: UTF8.self) == "via-eth0")
-            #expect(try socket.receive() == nil)
+            try await expectNextAndLast("via-eth0", at: socket)
         }
     }
 
@@ -409,6 +405,14 @@ private func openSocket(_ lab: Lab, _ family: DatagramSocket.Family) throws -> D
         try DatagramSocket.multicastDNS(
             family: family, interfaceIndex: try NetworkInterface.named(Lab.interfaceName).index)
     }
+}
+
+/// Waits for the next datagram at `socket`, which must carry `payload`, and finds nothing queued behind it. Sent
+/// after the datagrams that must not arrive, `payload` shows that none of them did.
+private func expectNextAndLast(_ payload: String, at socket: DatagramSocket) async throws {
+    let next = try await nextDatagram(from: socket)
+    #expect(String(decoding: next.bytes, as: UTF8.self) == payload)
+    #expect(try socket.receive() == nil)
 }
 
 /// Waits (checking every 10 ms, for at most `timeout`) until `process` has printed a whole line after the first
@@ -574,7 +578,7 @@ private enum WakerSender {
 /// <payload>` for each datagram, the TTL / hop limit from `IP_RECVTTL` / `IPV6_RECVHOPLIMIT`.
 private enum WakerReceiver {
     static let script = """
-        import socket, struct, sys
+        \(reportDatagram)
         v4 = sys.argv[1] == "4"
         s = socket.socket(socket.AF_INET if v4 else socket.AF_INET6, socket.SOCK_DGRAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -592,12 +596,7 @@ private enum WakerReceiver {
             s.setsockopt(socket.IPPROTO_IPV6, 51, 1)  # IPV6_RECVHOPLIMIT
         print("ready", flush=True)
         while True:
-            data, ancillary, flags, source = s.recvmsg(65535, 256)
-            ttl = -1
-            for level, kind, value in ancillary:
-                if (level, kind) in ((socket.IPPROTO_IP, 2), (socket.IPPROTO_IPV6, 52)):
-                    ttl = struct.unpack("i", value[:4])[0]
-            print(source[0].split("%")[0], source[1], ttl, data.decode(), flush=True)
+            report(s)
         """
 
     static func start(_ lab: Lab, family: DatagramSocket.Family) async throws -> LabProcess {
@@ -611,10 +610,25 @@ private enum WakerReceiver {
     }
 }
 
+/// The Python the waker's scripts share: its imports, and `report(s)`, which receives one datagram on socket `s`
+/// and prints `<source> <port> <ttl> <payload>`, the TTL / hop limit from the ancillary data `IP_RECVTTL` /
+/// `IPV6_RECVHOPLIMIT` asked for.
+private let reportDatagram = """
+    import socket, struct, sys
+
+    def report(s):
+        data, ancillary, flags, source = s.recvmsg(65535, 256)
+        ttl = -1
+        for level, kind, value in ancillary:
+            if (level, kind) in ((socket.IPPROTO_IP, 2), (socket.IPPROTO_IPV6, 52)):
+                ttl = struct.unpack("i", value[:4])[0]
+        print(source[0].split("%")[0], source[1], ttl, data.decode(), flush=True)
+    """
+
 /// Like `dig -p 5353 @address`: a UDP socket connected to the proxy's address and port 5353 sends a query,
 /// prints its own port, then prints `<source> <port> <ttl> <payload>` of the first datagram the kernel hands it.
 private let connectedQuerierScript = """
-    import socket, struct, sys
+    \(reportDatagram)
     host, payload = sys.argv[1], sys.argv[2]
     family, _, _, _, address = socket.getaddrinfo(host, 5353, 0, socket.SOCK_DGRAM)[0]
     s = socket.socket(family, socket.SOCK_DGRAM)
@@ -626,18 +640,13 @@ private let connectedQuerierScript = """
     print(s.getsockname()[1], flush=True)
     s.send(payload.encode())
     s.settimeout(20)
-    data, ancillary, flags, source = s.recvmsg(65535, 256)
-    ttl = -1
-    for level, kind, value in ancillary:
-        if (level, kind) in ((socket.IPPROTO_IP, 2), (socket.IPPROTO_IPV6, 52)):
-            ttl = struct.unpack("i", value[:4])[0]
-    print(source[0].split("%")[0], source[1], ttl, data.decode(), flush=True)
+    report(s)
     """
 
 /// An unconnected UDP socket on an ephemeral port of the waker: prints its port, then `<source> <port> <ttl>
 /// <payload>` of the first datagram.
 private let unicastListenerScript = """
-    import socket, struct, sys
+    \(reportDatagram)
     v4 = sys.argv[1] == "4"
     s = socket.socket(socket.AF_INET if v4 else socket.AF_INET6, socket.SOCK_DGRAM)
     if v4:
@@ -648,10 +657,5 @@ private let unicastListenerScript = """
         s.setsockopt(socket.IPPROTO_IPV6, 51, 1)  # IPV6_RECVHOPLIMIT
     print(s.getsockname()[1], flush=True)
     s.settimeout(20)
-    data, ancillary, flags, source = s.recvmsg(65535, 256)
-    ttl = -1
-    for level, kind, value in ancillary:
-        if (level, kind) in ((socket.IPPROTO_IP, 2), (socket.IPPROTO_IPV6, 52)):
-            ttl = struct.unpack("i", value[:4])[0]
-    print(source[0].split("%")[0], source[1], ttl, data.decode(), flush=True)
+    report(s)
     """

@@ -53,6 +53,16 @@ enum MacSleeper {
         try lab.sleep(.sleeper)
     }
 
+    /// Registers and sleeps (``registerAndSleep(_:extra:)``), then waits until `daemon` has taken over the
+    /// sleeper's IPv4 address.
+    static func registerSleepAndWaitForTakeOver(_ lab: Lab, by daemon: LabProcess, extra: [DNSRecord] = [])
+        async throws
+    {
+        try await registerAndSleep(lab, extra: extra)
+        let address = lab.host(.sleeper).ipv4
+        try await daemon.waitUntilLogged("took over \(address)", "the take-over of \(address)", within: .seconds(20))
+    }
+
     /// Wakes: its addresses back, a gratuitous ARP, then its announcement with the next sequence number.
     static func wake(_ lab: Lab) async throws {
         try lab.wake(.sleeper)
