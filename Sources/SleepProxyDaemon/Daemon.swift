@@ -3,7 +3,7 @@ import Dispatch
 import Frames
 import LeaseStore
 public import Logging
-public import NetworkAddresses
+import NetworkAddresses
 import SleepProxyControl
 public import SleepProxyCore
 
