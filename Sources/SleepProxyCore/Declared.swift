@@ -228,7 +228,7 @@ extension SleepProxyCore {
 
     /// Lets go of a declared host the proxy holds, with goodbyes: its records are no longer to be answered.
     private mutating func letGoOfDeclared(_ key: OwnerKey, why: String, now: UnixTime) -> [Action] {
-        guard hosts[key]?.declared == true else { return [] }
+        guard hosts[key]?.isDeclared == true else { return [] }
         return drop(
             key,
             reason: DropReason(kind: .released, release: .undeclared, detail: why, goodbyes: true, level: .notice),
@@ -277,7 +277,7 @@ extension SleepProxyCore {
         case .answered(let probes):
             return [.log(.debug, "declared host \(watch.host.name) (\(key)) is awake: heard after \(probes) probes")]
         case .back:
-            guard let host = hosts[key], host.declared else {
+            guard let host = hosts[key], host.isDeclared else {
                 return [.log(.info, "declared host \(watch.host.name) (\(key)) is awake again: \(what())")]
             }
             // The hand-back first: on an interface being removed, the last host's drop closes it.
@@ -341,7 +341,7 @@ extension SleepProxyCore {
             return [.log(.info, "declared host \(name) (\(key)) \(found)not held: \(why)")]
         }
         if let held = hosts[key] {
-            return held.declared ? [] : unheld("its own registration holds it")
+            return held.isDeclared ? [] : unheld("its own registration holds it")
         }
         guard let link = links[key.interface], !retiring.contains(key.interface) else {
             return unheld("\(key.interface) is not served")
@@ -381,8 +381,7 @@ extension SleepProxyCore {
             records: records.map {
                 HeldRecord(record: $0, sequence: 0, registeredAt: now, expiresAt: Self.declaredExpiry)
             })
-        var host = HeldHost(owner: owner)
-        host.declared = true
+        var host = HeldHost(owner: owner, origin: .declared(watch.host))
         host.probes = Self.initialProbes(for: owner.records, now: now)
         hosts.insert(host)
         watch.retryAt = nil
@@ -403,7 +402,7 @@ extension SleepProxyCore {
     /// A registration from a declared host the proxy holds: the registration wins. The declared hold ends
     /// without goodbyes (the registration holds the same records or better ones) and the host stays asleep.
     mutating func yieldDeclared(_ key: OwnerKey, now: UnixTime) -> [Action] {
-        guard hosts[key]?.declared == true else { return [] }
+        guard hosts[key]?.isDeclared == true else { return [] }
         var actions = stopTakeovers(of: key)
         hosts.remove(key)
         refreshHostDeadline()
@@ -453,14 +452,13 @@ extension SleepProxyCore {
             guard let watch = declared[key] else { return nil }
             return DeclaredStatus(
                 host: watch.host, liveness: watch.liveness.state, lastHeard: watch.liveness.lastHeard,
-                addresses: watch.addresses, isHeld: hosts[key]?.declared == true, unheld: watch.unheld)
+                addresses: watch.addresses, isHeld: hosts[key]?.isDeclared == true, unheld: watch.unheld)
         }
     }
 
     /// The declared host a held host is held as, if it is one (not held through a registration).
     public func declaration(of key: OwnerKey) -> DeclaredHost? {
-        guard hosts[key]?.declared == true else { return nil }
-        return declared[key]?.host
+        hosts[key]?.declaration
     }
 }
 

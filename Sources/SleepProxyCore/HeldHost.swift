@@ -21,6 +21,8 @@ struct HeldHost: Sendable {
     }
 
     var owner: Owner
+    /// How it came to be held: through its registration, or declared and found asleep.
+    var origin: HostOrigin
     var state: State = .proxying
     /// The take-over of each held address (from the reverse-mapping PTRs).
     var takeovers = AddressTakeovers()
@@ -29,9 +31,6 @@ struct HeldHost: Sendable {
     /// Unique records in silent probing (after the registration or a conflict), not answered until verified: by
     /// position in `owner.records`, which `HeldHosts.replaceRecords` keeps in step when the records change.
     var probes = RecordProbes()
-    /// Message IDs of this sequence's datagrams that were answered: the client counts every record sent with
-    /// such an ID as registered, so a later datagram with one is kept in part rather than refused whole.
-    var answeredIDs: Set<UInt16> = []
     /// When an OWNER of this host from another MAC was last logged (one line a minute).
     var lastForgedOwnerLog: UnixTime?
     /// The TCP connections kept alive for it, from its keepalive records.
@@ -42,10 +41,30 @@ struct HeldHost: Sendable {
     /// releases it by Apple's OWNER rule only, no longer by the rule for hosts that never send OWNER
     /// (`Release.swift`). Not stored: after a restart it is learned again.
     var sendsOwner = false
-    /// Held as a declared host (found asleep from the wire), not through a registration: never stored, no lease.
-    var declared = false
 
     var key: OwnerKey { owner.key }
+
+    /// Its registration, if it is held through one.
+    var registration: RegistrationState? {
+        if case .registered(let registration) = origin { registration } else { nil }
+    }
+
+    /// Its declaration, if it is held as a declared host.
+    var declaration: DeclaredHost? {
+        if case .declared(let declaration) = origin { declaration } else { nil }
+    }
+
+    var isDeclared: Bool { declaration != nil }
+
+    /// Where the take-over's probes for its addresses go: a registered host said itself that it sleeps, so they
+    /// ask it alone, at its wake MAC (Apple's proxy); a declared host's addresses come from a configuration that
+    /// may be stale, so they ask the whole link (nil).
+    var takeoverProbeTarget: MACAddress? {
+        switch origin {
+        case .registered: owner.wakeMAC
+        case .declared: nil
+        }
+    }
 
     var wake: WakeSequence? {
         if case .waking(let wake) = state { wake } else { nil }
@@ -76,6 +95,23 @@ struct HeldHost: Sendable {
         guard let position = owner.records.position(of: record) else { return false }
         return answers(recordAt: position, at: now)
     }
+}
+
+/// How a held host came to be held, with what only that way brings. The rules that treat the two apart ask this.
+enum HostOrigin: Hashable, Sendable {
+    /// It registered (`Registration.swift`), or the lease store kept its registration (`restoreOwners`).
+    case registered(RegistrationState)
+    /// The configuration declares it, and it was found asleep from the wire (`Declared.swift`): it holds no lease.
+    /// Boxed: few hosts are declared, and the origin of every other host takes one word.
+    indirect case declared(DeclaredHost)
+}
+
+/// What a registration has that a declared host does not, beside what its `Owner` holds (the OWNER sequence, the
+/// lease, the password, which the lease store mirrors).
+struct RegistrationState: Hashable, Sendable {
+    /// Message IDs of this sequence's datagrams that were answered: the client counts every record sent with
+    /// such an ID as registered, so a later datagram with one is kept in part rather than refused whole.
+    var answeredIDs: Set<UInt16> = []
 }
 
 /// A record as the proxy tells records apart: `HeldRecord.identical` (name, type, class and RDATA, with the name and

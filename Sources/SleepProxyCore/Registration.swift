@@ -334,7 +334,7 @@ extension SleepProxyCore {
         let mac = registration.owner.primaryMAC
         let key = OwnerKey(interface: datagram.interface, primaryMAC: mac)
         // A declared host the proxy holds is not this registration's: the registration wins (`yieldDeclared`).
-        let previous = hosts[key].flatMap { $0.declared ? nil : $0 }
+        let previous = hosts[key].flatMap { $0.registration == nil ? nil : $0 }
         if previous == nil {
             // A declared hold of this host is replaced, not added to.
             let held = hosts.count(on: datagram.interface) - (hosts[key] == nil ? 0 : 1)
@@ -348,7 +348,8 @@ extension SleepProxyCore {
         }
         let sequence = registration.owner.sequence
         let sameSequence = previous?.owner.sequence == sequence
-        let laterDatagram = sameSequence && previous?.answeredIDs.contains(registration.message.id) == true
+        let laterDatagram =
+            sameSequence && previous?.registration?.answeredIDs.contains(registration.message.id) == true
         let granted = min(registration.lease.lease, configuration.maximumLease)
         let expiry = now + .seconds(Int64(granted))
 
@@ -463,18 +464,20 @@ extension SleepProxyCore {
         if decision.previous != nil {
             hosts.replaceRecords(of: key, with: owner)
         } else {
-            hosts.insert(HeldHost(owner: owner))
+            hosts.insert(HeldHost(owner: owner, origin: .registered(RegistrationState())))
         }
         let fresh = decision.fromTheStart ? nil : Set(decision.newRecords.map(RecordIdentity.init))
         let probes = Self.initialProbes(for: owner.records, now: now) { fresh?.contains(RecordIdentity($0)) ?? true }
         let id = decision.registration.message.id
         let count = owner.records.count
         hosts.update(key) { host in
+            var registration = host.registration ?? RegistrationState()
             if decision.sameSequence {
-                host.answeredIDs.insert(id)
+                registration.answeredIDs.insert(id)
             } else {
-                host.answeredIDs = [id]
+                registration.answeredIDs = [id]
             }
+            host.origin = .registered(registration)
             for position in 0..<count {
                 if let probe = probes[position] { host.probes.set(probe, at: position, of: count) }
             }
@@ -592,7 +595,7 @@ extension SleepProxyCore {
                     ),
                 ]
             }
-            var host = HeldHost(owner: owner)
+            var host = HeldHost(owner: owner, origin: .registered(RegistrationState()))
             host.probes = Self.initialProbes(for: owner.records, now: now)
             if let stored = wakes[owner.key] {
                 switch stored.sequence(for: owner) {

@@ -194,7 +194,7 @@ extension SleepProxyCore {
             time: now, kind: reason.kind, interface: key.interface, owner: key.primaryMAC, detail: reason.detail)
         let verb = reason.kind == .released ? "released" : "dropped"
         // A declared host was never stored: only its event is.
-        return actions + (host.declared ? [] : [.store(.removeOwner(key))]) + [
+        return actions + (host.isDeclared ? [] : [.store(.removeOwner(key))]) + [
             .store(.appendEvent(event)), .log(reason.level, "\(verb) \(key): \(reason.detail)"),
         ] + rewatchDeclared(key, now: now) + closeIfDrained(key.interface)
     }

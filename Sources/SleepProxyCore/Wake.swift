@@ -532,7 +532,7 @@ extension SleepProxyCore {
             case .records(let identities):
                 hosts.update(key) { $0.state = .proxying }
                 // Read before the records go: dropping them all drops the host, and a declared one is not stored.
-                let stored = !host.declared
+                let stored = !host.isDeclared
                 return dropRecords(identities, of: key, reason: .unanswered(detail), now: now)
                     + (stored ? [.store(.saveWake(key, nil))] : [])
             }
@@ -546,20 +546,20 @@ extension SleepProxyCore {
     /// Nothing for a declared host, which is not stored.
     func storedWakeChange(of key: OwnerKey) -> [Action] {
         guard let host = hosts[key] else { return [.store(.saveWake(key, nil))] }
-        guard !host.declared else { return [] }
+        guard !host.isDeclared else { return [] }
         return [.store(.saveWake(key, host.wake.map { StoredWake($0, of: host.owner) }))]
     }
 
     /// The store's copy of a held owner: nothing for a declared host, which is not stored.
     func storedOwnerChange(_ owner: Owner) -> [Action] {
-        hosts[owner.key]?.declared == true ? [] : [.store(.saveOwner(owner))]
+        hosts[owner.key]?.isDeclared == true ? [] : [.store(.saveOwner(owner))]
     }
 
     /// Every stored host's wake as the store should have it, for a store that fell behind.
     public var storedWakes: [OwnerKey: StoredWake] {
         var wakes: [OwnerKey: StoredWake] = [:]
         for key in hosts.keys {
-            if let host = hosts[key], !host.declared, let wake = host.wake {
+            if let host = hosts[key], !host.isDeclared, let wake = host.wake {
                 wakes[key] = StoredWake(wake, of: host.owner)
             }
         }
@@ -568,7 +568,7 @@ extension SleepProxyCore {
 
     /// The held owners the lease store mirrors: every held host but the declared ones.
     public var storedOwners: [Owner] {
-        hosts.values.filter { !$0.declared }.map(\.owner)
+        hosts.values.filter { !$0.isDeclared }.map(\.owner)
     }
 
     /// One round: the 0x0842 magic frame and a UDP port 9 copy, unicast to the wake MAC; from the third round
