@@ -381,9 +381,7 @@ extension SleepProxyCore {
             records: records.map {
                 HeldRecord(record: $0, sequence: 0, registeredAt: now, expiresAt: Self.declaredExpiry)
             })
-        var host = HeldHost(owner: owner, origin: .declared(watch.host))
-        host.probes = Self.initialProbes(for: owner.records, now: now)
-        hosts.insert(host)
+        hold(owner, as: .declared(watch.host), now: now)
         watch.retryAt = nil
         watch.unheld = nil
         declared[key] = watch

@@ -97,6 +97,19 @@ struct HeldHost: Sendable {
     }
 }
 
+extension SleepProxyCore {
+    /// The one way in, for a host of either origin that is not held yet: a registration accepted (`apply`), an owner
+    /// the lease store kept (`restoreOwners`), a declared host found asleep (`takeOverDeclared`). Its unique records
+    /// other than reverse mappings are probed silently from `now` before they are answered; `state` is a wake the
+    /// store kept going on. Its take-over is the caller's to start (`updateTakeovers`), and what the store mirrors
+    /// of it the caller's to emit (`storedOwnerChange`).
+    mutating func hold(_ owner: Owner, as origin: HostOrigin, state: HeldHost.State = .proxying, now: UnixTime) {
+        var host = HeldHost(owner: owner, origin: origin, state: state)
+        host.probes = Self.initialProbes(for: owner.records, now: now)
+        hosts.insert(host)
+    }
+}
+
 /// How a held host came to be held, with what only that way brings. The rules that treat the two apart ask this.
 enum HostOrigin: Hashable, Sendable {
     /// It registered (`Registration.swift`), or the lease store kept its registration (`restoreOwners`).

@@ -461,27 +461,30 @@ extension SleepProxyCore {
         let key = decision.key
         let owner = decision.owner
         var actions = yieldDeclared(key, now: now)
-        if decision.previous != nil {
-            hosts.replaceRecords(of: key, with: owner)
-        } else {
-            hosts.insert(HeldHost(owner: owner, origin: .registered(RegistrationState())))
-        }
-        let fresh = decision.fromTheStart ? nil : Set(decision.newRecords.map(RecordIdentity.init))
-        let probes = Self.initialProbes(for: owner.records, now: now) { fresh?.contains(RecordIdentity($0)) ?? true }
         let id = decision.registration.message.id
-        let count = owner.records.count
-        hosts.update(key) { host in
-            var registration = host.registration ?? RegistrationState()
-            if decision.sameSequence {
-                registration.answeredIDs.insert(id)
-            } else {
-                registration.answeredIDs = [id]
+        var state = decision.previous?.registration ?? RegistrationState()
+        if decision.sameSequence {
+            state.answeredIDs.insert(id)
+        } else {
+            state.answeredIDs = [id]
+        }
+        if decision.previous == nil {
+            // A new host (none held, or one held as declared until now): all its unique records are probed.
+            hold(owner, as: .registered(state), now: now)
+        } else {
+            hosts.replaceRecords(of: key, with: owner)
+            let fresh = decision.fromTheStart ? nil : Set(decision.newRecords.map(RecordIdentity.init))
+            let probes = Self.initialProbes(for: owner.records, now: now) {
+                fresh?.contains(RecordIdentity($0)) ?? true
             }
-            host.origin = .registered(registration)
-            for position in 0..<count {
-                if let probe = probes[position] { host.probes.set(probe, at: position, of: count) }
+            let count = owner.records.count
+            hosts.update(key) { host in
+                host.origin = .registered(state)
+                for position in 0..<count {
+                    if let probe = probes[position] { host.probes.set(probe, at: position, of: count) }
+                }
+                if decision.cancelledWake != nil { host.state = .proxying }
             }
-            if decision.cancelledWake != nil { host.state = .proxying }
         }
         if let wake = decision.cancelledWake {
             let detail = "registered again while being woken (\(wake.reason)): wake cancelled"
@@ -595,12 +598,11 @@ extension SleepProxyCore {
                     ),
                 ]
             }
-            var host = HeldHost(owner: owner, origin: .registered(RegistrationState()))
-            host.probes = Self.initialProbes(for: owner.records, now: now)
+            var state = HeldHost.State.proxying
             if let stored = wakes[owner.key] {
                 switch stored.sequence(for: owner) {
                 case .success(let wake):
-                    host.state = .waking(wake)
+                    state = .waking(wake)
                     actions.append(
                         .log(
                             .notice,
@@ -615,7 +617,7 @@ extension SleepProxyCore {
                     ]
                 }
             }
-            hosts.insert(host)
+            hold(owner, as: .registered(RegistrationState()), state: state, now: now)
             actions += updateTakeovers(of: owner.key, now: now)
         }
         refreshHostDeadline()
