@@ -56,6 +56,16 @@ struct HeldHost: Sendable {
 
     var isDeclared: Bool { declaration != nil }
 
+    /// Whether the lease store mirrors it (its owner and its wake in progress): a registered host, which the store
+    /// brings back after a restart, never a declared one, which holds no lease and is found asleep again after a
+    /// restart (`Declared.swift`).
+    var isStored: Bool {
+        switch origin {
+        case .registered: true
+        case .declared: false
+        }
+    }
+
     /// Where the take-over's probes for its addresses go: a registered host said itself that it sleeps, so they
     /// ask it alone, at its wake MAC (Apple's proxy); a declared host's addresses come from a configuration that
     /// may be stale, so they ask the whole link (nil).
@@ -107,6 +117,41 @@ extension SleepProxyCore {
         var host = HeldHost(owner: owner, origin: origin, state: state)
         host.probes = Self.initialProbes(for: owner.records, now: now)
         hosts.insert(host)
+    }
+
+    // MARK: What the lease store mirrors
+
+    /// `change` to the lease store's copy of `host`, if the store mirrors it (`HeldHost.isStored`): every change
+    /// to a held host's stored owner or wake goes through here, so none is ever emitted for a declared host.
+    func storeChange(_ change: StoreChange, of host: HeldHost) -> [Action] {
+        host.isStored ? [.store(change)] : []
+    }
+
+    /// The store's copy of the held host of `key` as it stands: its owner.
+    func storedOwnerChange(of key: OwnerKey) -> [Action] {
+        guard let host = hosts[key] else { return [] }
+        return storeChange(.saveOwner(host.owner), of: host)
+    }
+
+    /// The store's copy of the wake of the held host of `key`: kept while it runs, cleared once the host is held
+    /// again. Nothing once the host has gone: its stored wake went with its stored owner (`drop`).
+    func storedWakeChange(of key: OwnerKey) -> [Action] {
+        guard let host = hosts[key] else { return [] }
+        return storeChange(.saveWake(key, host.wake.map { StoredWake($0, of: host.owner) }), of: host)
+    }
+
+    /// The held owners the lease store mirrors, for a store that fell behind.
+    public var storedOwners: [Owner] {
+        hosts.values.filter(\.isStored).map(\.owner)
+    }
+
+    /// Every stored host's wake as the store should have it, for a store that fell behind.
+    public var storedWakes: [OwnerKey: StoredWake] {
+        var wakes: [OwnerKey: StoredWake] = [:]
+        for host in hosts.values where host.isStored {
+            if let wake = host.wake { wakes[host.key] = StoredWake(wake, of: host.owner) }
+        }
+        return wakes
     }
 }
 

@@ -491,7 +491,7 @@ extension SleepProxyCore {
             let event = Event(
                 time: now, kind: .wakeCancelled, interface: key.interface, owner: key.primaryMAC,
                 source: datagram.source, detail: detail)
-            actions += [.store(.saveWake(key, nil)), .store(.appendEvent(event)), .log(.notice, "\(key): \(detail)")]
+            actions += storedWakeChange(of: key) + [.store(.appendEvent(event)), .log(.notice, "\(key): \(detail)")]
         }
         if decision.fromTheStart, decision.previous != nil {
             restartTakeovers(of: key, now: now)
@@ -523,7 +523,7 @@ extension SleepProxyCore {
             bytes: Self.reply(
                 to: registration.message, granted: decision.granted, keyLease: registration.lease.keyLease),
             destination: datagram.source, destinationScopeID: datagram.sourceScopeID, source: datagram.destination)
-        return [.store(.saveOwner(owner))] + record + actions + [.reply(reply)] + updateTakeovers(of: key, now: now)
+        return storedOwnerChange(of: key) + record + actions + [.reply(reply)] + updateTakeovers(of: key, now: now)
     }
 
     /// The reply Apple's proxy sends: same ID, flags 0xA800 (QR, UPDATE, RCODE 0), no records, and one OPT with
@@ -575,6 +575,7 @@ extension SleepProxyCore {
                 let event = Event(
                     time: now, kind: .expired, interface: owner.key.interface, owner: owner.key.primaryMAC,
                     detail: "lease ended while the proxy was not running (\(owner.records.count) records dropped)")
+                // Never held again: the store lets go of its own copy.
                 actions += [
                     .store(.removeOwner(owner.key)), .store(.appendEvent(event)),
                     .log(.notice, "restore: \(owner.key): \(event.detail)"),
@@ -589,35 +590,33 @@ extension SleepProxyCore {
                     clamped += 1
                 }
             }
+            let wake = wakes[owner.key].map { $0.sequence(for: owner) }
+            var state = HeldHost.State.proxying
+            if case .success(let continued) = wake { state = .waking(continued) }
+            hold(owner, as: .registered(RegistrationState()), state: state, now: now)
             if clamped > 0 {
-                actions += [
-                    .store(.saveOwner(owner)),
+                actions += storedOwnerChange(of: owner.key)
+                actions.append(
                     .log(
                         .notice,
                         "restore: \(owner.key): \(clamped) record expiries beyond the maximum lease of \(configuration.maximumLease) s brought in"
-                    ),
-                ]
+                    ))
             }
-            var state = HeldHost.State.proxying
-            if let stored = wakes[owner.key] {
-                switch stored.sequence(for: owner) {
-                case .success(let wake):
-                    state = .waking(wake)
-                    actions.append(
-                        .log(
-                            .notice,
-                            "restore: \(owner.key): the wake continues (\(wake.reason)): \(wake.rounds) of \(WakeTiming.rounds) rounds sent"
-                        ))
-                case .failure(let error):
-                    actions += [
-                        .store(.saveWake(owner.key, nil)),
-                        .log(
-                            .error,
-                            "restore: \(owner.key): its stored wake cannot go on (\(error.reason)); held instead"),
-                    ]
-                }
+            switch wake {
+            case .success(let continued):
+                actions.append(
+                    .log(
+                        .notice,
+                        "restore: \(owner.key): the wake continues (\(continued.reason)): \(continued.rounds) of \(WakeTiming.rounds) rounds sent"
+                    ))
+            case .failure(let error):
+                // Held instead: the store's copy of the wake is cleared.
+                actions += storedWakeChange(of: owner.key)
+                actions.append(
+                    .log(.error, "restore: \(owner.key): its stored wake cannot go on (\(error.reason)); held instead"))
+            case nil:
+                break
             }
-            hold(owner, as: .registered(RegistrationState()), state: state, now: now)
             actions += updateTakeovers(of: owner.key, now: now)
         }
         refreshHostDeadline()

@@ -178,7 +178,7 @@ extension SleepProxyCore {
 
     /// Drops a held host: its take-overs stop, a wake in progress ends, its records go (with goodbyes when the
     /// reason asks for them, except for shared records another host or the proxy itself still holds), the store
-    /// lets go of it (a declared host was never stored) and the event history says why. A declared host still
+    /// lets go of it if it mirrored it (`storeChange`) and the event history says why. A declared host still
     /// counted asleep is watched afresh (`rewatchDeclared`), and an interface being retired closes with its last
     /// host.
     mutating func drop(_ key: OwnerKey, reason: DropReason, now: UnixTime) -> [Action] {
@@ -193,8 +193,7 @@ extension SleepProxyCore {
         let event = Event(
             time: now, kind: reason.kind, interface: key.interface, owner: key.primaryMAC, detail: reason.detail)
         let verb = reason.kind == .released ? "released" : "dropped"
-        // A declared host was never stored: only its event is.
-        return actions + (host.isDeclared ? [] : [.store(.removeOwner(key))]) + [
+        return actions + storeChange(.removeOwner(key), of: host) + [
             .store(.appendEvent(event)), .log(reason.level, "\(verb) \(key): \(reason.detail)"),
         ] + rewatchDeclared(key, now: now) + closeIfDrained(key.interface)
     }
@@ -218,7 +217,7 @@ extension SleepProxyCore {
         let names = gone.map { "\($0.record.name) \($0.record.type)" }.joined(separator: ", ")
         let detail = "\(gone.count) of its records (\(names)): \(reason.detail)"
         let event = Event(time: now, kind: reason.kind, interface: key.interface, owner: key.primaryMAC, detail: detail)
-        actions += storedOwnerChange(owner) + [.store(.appendEvent(event)), .log(reason.level, "\(key): \(detail)")]
+        actions += storedOwnerChange(of: key) + [.store(.appendEvent(event)), .log(reason.level, "\(key): \(detail)")]
         // A wake of some records keeps their positions in the store: they move with the records that are left.
         if hosts[key]?.wake != nil { actions += storedWakeChange(of: key) }
         return actions
