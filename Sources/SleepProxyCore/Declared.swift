@@ -397,23 +397,32 @@ extension SleepProxyCore {
     /// A declared host's records never expire: it holds no lease; the proxy lets go when the host is back.
     static let declaredExpiry = UnixTime(nanoseconds: .max / 2)
 
-    /// A registration from a declared host the proxy holds: the registration wins. The declared hold ends
-    /// without goodbyes (the registration holds the same records or better ones) and the host stays asleep.
+    /// A registration from a declared host the proxy holds: the registration wins. The declared hold is dropped
+    /// without goodbyes (the registration holds the same records or better ones), and the host stays asleep, held
+    /// through its registration from then on.
     mutating func yieldDeclared(_ key: OwnerKey, now: UnixTime) -> [Action] {
-        guard hosts[key]?.isDeclared == true else { return [] }
-        var actions = stopTakeovers(of: key)
-        hosts.remove(key)
-        refreshHostDeadline()
-        declared[key]?.unheld = "its own registration holds it"
-        actions.append(.log(.info, "\(key): registered while held as a declared host; its registration holds it now"))
-        return actions
+        guard let declaration = hosts[key]?.declaration else { return [] }
+        return drop(
+            key,
+            reason: DropReason(
+                kind: .released, release: .registered,
+                detail: "declared host \(declaration.name) registered itself; its registration holds it now",
+                goodbyes: false, level: .info),
+            now: now)
     }
 
-    /// A held host left for another reason than being heard from (a wake it did not answer, the administrator, an
-    /// interface no longer served, a registration that ended): if it is declared and still counted asleep, it is
-    /// watched afresh, so that it is probed again and held again while it sleeps.
-    mutating func rewatchDeclared(_ key: OwnerKey, now: UnixTime) -> [Action] {
-        guard let watch = declared[key], watch.liveness.state == .asleep else { return [] }
+    /// A held host whose MAC is declared has gone (`drop`), registered or declared. If it yielded to its own
+    /// registration, it sleeps on, held through that registration. Otherwise, if it is still counted asleep (it
+    /// left without being heard from: a wake it did not answer, the administrator, an interface no longer served,
+    /// its address found in use by another machine, the end of its registration's lease), it is watched afresh,
+    /// so that it is probed again and held again as declared while it sleeps.
+    mutating func rewatchDeclared(_ key: OwnerKey, after reason: DropReason, now: UnixTime) -> [Action] {
+        guard let watch = declared[key] else { return [] }
+        guard reason.release != .registered else {
+            declared[key]?.unheld = "its own registration holds it"
+            return []
+        }
+        guard watch.liveness.state == .asleep else { return [] }
         declared[key] = DeclaredWatch(
             host: watch.host, liveness: Liveness(now: now), learned: watch.learned, inUse: watch.inUse)
         return [.log(.info, "declared host \(watch.host.name) (\(key)) is watched afresh")]

@@ -1,16 +1,16 @@
 import DNSWire
 import NetworkAddresses
 
-/// One sleeping host as the proxy holds it: its records (the `Owner` the lease store mirrors) and everything the
-/// proxy does for it, with one explicit lifecycle.
+/// One sleeping host as the proxy holds it: its records (the `Owner`), how it came to be held (`HostOrigin`), and
+/// everything the proxy does for it, with one explicit lifecycle.
 ///
-/// A host enters with its first accepted registration (`Registration.swift`), from the lease store at start-up
-/// (`restoreOwners`), or, declared in the configuration, when it is found asleep (`takeOverDeclared`,
-/// `Declared.swift`). It leaves through `SleepProxyCore.drop(_:reason:now:)` for every reason in `DropReason`: it is
-/// back, the administrator forgot it, its interface is no longer served, a wake went unanswered, its lease ended
-/// without a wake, or its declaration went or turned out stale. The one exception is a declared host whose own
-/// registration arrives: `yieldDeclared` hands it over to that registration (`Release.swift` says how each rule
-/// decides).
+/// Every host enters through `SleepProxyCore.hold(_:as:state:now:)`: registered, with its first accepted
+/// registration (`Registration.swift`) or from the lease store at start-up (`restoreOwners`); declared in the
+/// configuration, when it is found asleep (`takeOverDeclared`, `Declared.swift`). Every host leaves through
+/// `SleepProxyCore.drop(_:reason:now:)`, counted under its `ReleaseReason`: it is back, the administrator forgot it,
+/// its interface is no longer served, a wake went unanswered, its lease ended without a wake, its declaration went
+/// or turned out stale, or, declared, it registered itself (`yieldDeclared`). `Release.swift` says how each rule
+/// decides. The lease store mirrors registered hosts only (`isStored`).
 struct HeldHost: Sendable {
     enum State: Hashable, Sendable {
         /// Its records are answered and its addresses taken over (each address has its own take-over phase).

@@ -460,7 +460,9 @@ extension SleepProxyCore {
     {
         let key = decision.key
         let owner = decision.owner
-        var actions = yieldDeclared(key, now: now)
+        // A declared hold of the host is dropped first: the event history says so before it says registered.
+        let yielded = yieldDeclared(key, now: now)
+        var actions: [Action] = []
         let id = decision.registration.message.id
         var state = decision.previous?.registration ?? RegistrationState()
         if decision.sameSequence {
@@ -523,7 +525,8 @@ extension SleepProxyCore {
             bytes: Self.reply(
                 to: registration.message, granted: decision.granted, keyLease: registration.lease.keyLease),
             destination: datagram.source, destinationScopeID: datagram.sourceScopeID, source: datagram.destination)
-        return storedOwnerChange(of: key) + record + actions + [.reply(reply)] + updateTakeovers(of: key, now: now)
+        return yielded + storedOwnerChange(of: key) + record + actions + [.reply(reply)]
+            + updateTakeovers(of: key, now: now)
     }
 
     /// The reply Apple's proxy sends: same ID, flags 0xA800 (QR, UPDATE, RCODE 0), no records, and one OPT with
