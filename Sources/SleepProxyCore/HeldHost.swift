@@ -160,7 +160,7 @@ enum HostOrigin: Hashable, Sendable {
     /// It registered (`Registration.swift`), or the lease store kept its registration (`restoreOwners`).
     case registered(RegistrationState)
     /// The configuration declares it, and it was found asleep from the wire (`Declared.swift`): it holds no lease.
-    /// Boxed: few hosts are declared, and the origin of every other host takes one word.
+    /// Boxed: a declaration is large and few hosts are declared, so a registered host does not carry its size.
     indirect case declared(DeclaredHost)
 }
 

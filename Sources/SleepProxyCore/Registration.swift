@@ -464,15 +464,15 @@ extension SleepProxyCore {
         let yielded = yieldDeclared(key, now: now)
         var actions: [Action] = []
         let id = decision.registration.message.id
-        var state = decision.previous?.registration ?? RegistrationState()
+        var registered = decision.previous?.registration ?? RegistrationState()
         if decision.sameSequence {
-            state.answeredIDs.insert(id)
+            registered.answeredIDs.insert(id)
         } else {
-            state.answeredIDs = [id]
+            registered.answeredIDs = [id]
         }
         if decision.previous == nil {
             // A new host (none held, or one held as declared until now): all its unique records are probed.
-            hold(owner, as: .registered(state), now: now)
+            hold(owner, as: .registered(registered), now: now)
         } else {
             hosts.replaceRecords(of: key, with: owner)
             let fresh = decision.fromTheStart ? nil : Set(decision.newRecords.map(RecordIdentity.init))
@@ -481,7 +481,7 @@ extension SleepProxyCore {
             }
             let count = owner.records.count
             hosts.update(key) { host in
-                host.origin = .registered(state)
+                host.origin = .registered(registered)
                 for position in 0..<count {
                     if let probe = probes[position] { host.probes.set(probe, at: position, of: count) }
                 }
