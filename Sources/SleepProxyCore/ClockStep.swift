@@ -30,7 +30,7 @@ extension SleepProxyCore {
             // Re-inserted so that the expiry index follows.
             hosts.remove(key)
             hosts.insert(host)
-            actions += storedOwnerChange(host.owner)
+            actions += storedOwnerChange(of: key)
             if host.wake != nil { actions += storedWakeChange(of: key) }
         }
         hosts.moveProbeEnds(by: step)

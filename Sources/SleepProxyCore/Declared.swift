@@ -228,7 +228,7 @@ extension SleepProxyCore {
 
     /// Lets go of a declared host the proxy holds, with goodbyes: its records are no longer to be answered.
     private mutating func letGoOfDeclared(_ key: OwnerKey, why: String, now: UnixTime) -> [Action] {
-        guard hosts[key]?.declared == true else { return [] }
+        guard hosts[key]?.isDeclared == true else { return [] }
         return drop(
             key,
             reason: DropReason(kind: .released, release: .undeclared, detail: why, goodbyes: true, level: .notice),
@@ -277,7 +277,7 @@ extension SleepProxyCore {
         case .answered(let probes):
             return [.log(.debug, "declared host \(watch.host.name) (\(key)) is awake: heard after \(probes) probes")]
         case .back:
-            guard let host = hosts[key], host.declared else {
+            guard let host = hosts[key], host.isDeclared else {
                 return [.log(.info, "declared host \(watch.host.name) (\(key)) is awake again: \(what())")]
             }
             // The hand-back first: on an interface being removed, the last host's drop closes it.
@@ -341,7 +341,7 @@ extension SleepProxyCore {
             return [.log(.info, "declared host \(name) (\(key)) \(found)not held: \(why)")]
         }
         if let held = hosts[key] {
-            return held.declared ? [] : unheld("its own registration holds it")
+            return held.isDeclared ? [] : unheld("its own registration holds it")
         }
         guard let link = links[key.interface], !retiring.contains(key.interface) else {
             return unheld("\(key.interface) is not served")
@@ -381,10 +381,7 @@ extension SleepProxyCore {
             records: records.map {
                 HeldRecord(record: $0, sequence: 0, registeredAt: now, expiresAt: Self.declaredExpiry)
             })
-        var host = HeldHost(owner: owner)
-        host.declared = true
-        host.probes = Self.initialProbes(for: owner.records, now: now)
-        hosts.insert(host)
+        hold(owner, as: .declared(watch.host), now: now)
         watch.retryAt = nil
         watch.unheld = nil
         declared[key] = watch
@@ -400,23 +397,32 @@ extension SleepProxyCore {
     /// A declared host's records never expire: it holds no lease; the proxy lets go when the host is back.
     static let declaredExpiry = UnixTime(nanoseconds: .max / 2)
 
-    /// A registration from a declared host the proxy holds: the registration wins. The declared hold ends
-    /// without goodbyes (the registration holds the same records or better ones) and the host stays asleep.
+    /// A registration from a declared host the proxy holds: the registration wins. The declared hold is dropped
+    /// without goodbyes (the registration holds the same records or better ones), and the host stays asleep, held
+    /// through its registration from then on.
     mutating func yieldDeclared(_ key: OwnerKey, now: UnixTime) -> [Action] {
-        guard hosts[key]?.declared == true else { return [] }
-        var actions = stopTakeovers(of: key)
-        hosts.remove(key)
-        refreshHostDeadline()
-        declared[key]?.unheld = "its own registration holds it"
-        actions.append(.log(.info, "\(key): registered while held as a declared host; its registration holds it now"))
-        return actions
+        guard let declaration = hosts[key]?.declaration else { return [] }
+        return drop(
+            key,
+            reason: DropReason(
+                kind: .released, release: .registered,
+                detail: "declared host \(declaration.name) registered itself; its registration holds it now",
+                goodbyes: false, level: .info),
+            now: now)
     }
 
-    /// A held host left for another reason than being heard from (a wake it did not answer, the administrator, an
-    /// interface no longer served, a registration that ended): if it is declared and still counted asleep, it is
-    /// watched afresh, so that it is probed again and held again while it sleeps.
-    mutating func rewatchDeclared(_ key: OwnerKey, now: UnixTime) -> [Action] {
-        guard let watch = declared[key], watch.liveness.state == .asleep else { return [] }
+    /// A held host whose MAC is declared has gone (`drop`), registered or declared. If it yielded to its own
+    /// registration, it sleeps on, held through that registration. Otherwise, if it is still counted asleep (it
+    /// left without being heard from: a wake it did not answer, the administrator, an interface no longer served,
+    /// its address found in use by another machine, the end of its registration's lease), it is watched afresh,
+    /// so that it is probed again and held again as declared while it sleeps.
+    mutating func rewatchDeclared(_ key: OwnerKey, after reason: DropReason, now: UnixTime) -> [Action] {
+        guard let watch = declared[key] else { return [] }
+        guard reason.release != .registered else {
+            declared[key]?.unheld = "its own registration holds it"
+            return []
+        }
+        guard watch.liveness.state == .asleep else { return [] }
         declared[key] = DeclaredWatch(
             host: watch.host, liveness: Liveness(now: now), learned: watch.learned, inUse: watch.inUse)
         return [.log(.info, "declared host \(watch.host.name) (\(key)) is watched afresh")]
@@ -453,14 +459,13 @@ extension SleepProxyCore {
             guard let watch = declared[key] else { return nil }
             return DeclaredStatus(
                 host: watch.host, liveness: watch.liveness.state, lastHeard: watch.liveness.lastHeard,
-                addresses: watch.addresses, isHeld: hosts[key]?.declared == true, unheld: watch.unheld)
+                addresses: watch.addresses, isHeld: hosts[key]?.isDeclared == true, unheld: watch.unheld)
         }
     }
 
     /// The declared host a held host is held as, if it is one (not held through a registration).
     public func declaration(of key: OwnerKey) -> DeclaredHost? {
-        guard hosts[key]?.declared == true else { return nil }
-        return declared[key]?.host
+        hosts[key]?.declaration
     }
 }
 

@@ -1,16 +1,16 @@
 import DNSWire
 import NetworkAddresses
 
-/// One sleeping host as the proxy holds it: its records (the `Owner` the lease store mirrors) and everything the
-/// proxy does for it, with one explicit lifecycle.
+/// One sleeping host as the proxy holds it: its records (the `Owner`), how it came to be held (`HostOrigin`), and
+/// everything the proxy does for it, with one explicit lifecycle.
 ///
-/// A host enters with its first accepted registration (`Registration.swift`), from the lease store at start-up
-/// (`restoreOwners`), or, declared in the configuration, when it is found asleep (`takeOverDeclared`,
-/// `Declared.swift`). It leaves through `SleepProxyCore.drop(_:reason:now:)` for every reason in `DropReason`: it is
-/// back, the administrator forgot it, its interface is no longer served, a wake went unanswered, its lease ended
-/// without a wake, or its declaration went or turned out stale. The one exception is a declared host whose own
-/// registration arrives: `yieldDeclared` hands it over to that registration (`Release.swift` says how each rule
-/// decides).
+/// Every host enters through `SleepProxyCore.hold(_:as:state:now:)`: registered, with its first accepted
+/// registration (`Registration.swift`) or from the lease store at start-up (`restoreOwners`); declared in the
+/// configuration, when it is found asleep (`takeOverDeclared`, `Declared.swift`). Every host leaves through
+/// `SleepProxyCore.drop(_:reason:now:)`, counted under its `ReleaseReason`: it is back, the administrator forgot it,
+/// its interface is no longer served, a wake went unanswered, its lease ended without a wake, its declaration went
+/// or turned out stale, or, declared, it registered itself (`yieldDeclared`). `Release.swift` says how each rule
+/// decides. The lease store mirrors registered hosts only (`isStored`).
 struct HeldHost: Sendable {
     enum State: Hashable, Sendable {
         /// Its records are answered and its addresses taken over (each address has its own take-over phase).
@@ -21,6 +21,8 @@ struct HeldHost: Sendable {
     }
 
     var owner: Owner
+    /// How it came to be held: through its registration, or declared and found asleep.
+    var origin: HostOrigin
     var state: State = .proxying
     /// The take-over of each held address (from the reverse-mapping PTRs).
     var takeovers = AddressTakeovers()
@@ -29,9 +31,6 @@ struct HeldHost: Sendable {
     /// Unique records in silent probing (after the registration or a conflict), not answered until verified: by
     /// position in `owner.records`, which `HeldHosts.replaceRecords` keeps in step when the records change.
     var probes = RecordProbes()
-    /// Message IDs of this sequence's datagrams that were answered: the client counts every record sent with
-    /// such an ID as registered, so a later datagram with one is kept in part rather than refused whole.
-    var answeredIDs: Set<UInt16> = []
     /// When an OWNER of this host from another MAC was last logged (one line a minute).
     var lastForgedOwnerLog: UnixTime?
     /// The TCP connections kept alive for it, from its keepalive records.
@@ -42,10 +41,40 @@ struct HeldHost: Sendable {
     /// releases it by Apple's OWNER rule only, no longer by the rule for hosts that never send OWNER
     /// (`Release.swift`). Not stored: after a restart it is learned again.
     var sendsOwner = false
-    /// Held as a declared host (found asleep from the wire), not through a registration: never stored, no lease.
-    var declared = false
 
     var key: OwnerKey { owner.key }
+
+    /// Its registration, if it is held through one.
+    var registration: RegistrationState? {
+        if case .registered(let registration) = origin { registration } else { nil }
+    }
+
+    /// Its declaration, if it is held as a declared host.
+    var declaration: DeclaredHost? {
+        if case .declared(let declaration) = origin { declaration } else { nil }
+    }
+
+    var isDeclared: Bool { declaration != nil }
+
+    /// Whether the lease store mirrors it (its owner and its wake in progress): a registered host, which the store
+    /// brings back after a restart, never a declared one, which holds no lease and is found asleep again after a
+    /// restart (`Declared.swift`).
+    var isStored: Bool {
+        switch origin {
+        case .registered: true
+        case .declared: false
+        }
+    }
+
+    /// Where the take-over's probes for its addresses go: a registered host said itself that it sleeps, so they
+    /// ask it alone, at its wake MAC (Apple's proxy); a declared host's addresses come from a configuration that
+    /// may be stale, so they ask the whole link (nil).
+    var takeoverProbeTarget: MACAddress? {
+        switch origin {
+        case .registered: owner.wakeMAC
+        case .declared: nil
+        }
+    }
 
     var wake: WakeSequence? {
         if case .waking(let wake) = state { wake } else { nil }
@@ -76,6 +105,71 @@ struct HeldHost: Sendable {
         guard let position = owner.records.position(of: record) else { return false }
         return answers(recordAt: position, at: now)
     }
+}
+
+extension SleepProxyCore {
+    /// The one way in, for a host of either origin that is not held yet: a registration accepted (`apply`), an owner
+    /// the lease store kept (`restoreOwners`), a declared host found asleep (`takeOverDeclared`). Its unique records
+    /// other than reverse mappings are probed silently from `now` before they are answered; `state` is a wake the
+    /// store kept going on. Its take-over is the caller's to start (`updateTakeovers`), and what the store mirrors
+    /// of it the caller's to emit (`storedOwnerChange`).
+    mutating func hold(_ owner: Owner, as origin: HostOrigin, state: HeldHost.State = .proxying, now: UnixTime) {
+        var host = HeldHost(owner: owner, origin: origin, state: state)
+        host.probes = Self.initialProbes(for: owner.records, now: now)
+        hosts.insert(host)
+    }
+
+    // MARK: What the lease store mirrors
+
+    /// `change` to the lease store's copy of `host`, if the store mirrors it (`HeldHost.isStored`): every change
+    /// to a held host's stored owner or wake goes through here, so none is ever emitted for a declared host.
+    func storeChange(_ change: StoreChange, of host: HeldHost) -> [Action] {
+        host.isStored ? [.store(change)] : []
+    }
+
+    /// The store's copy of the held host of `key` as it stands: its owner.
+    func storedOwnerChange(of key: OwnerKey) -> [Action] {
+        guard let host = hosts[key] else { return [] }
+        return storeChange(.saveOwner(host.owner), of: host)
+    }
+
+    /// The store's copy of the wake of the held host of `key`: kept while it runs, cleared once the host is held
+    /// again. Nothing once the host has gone: its stored wake went with its stored owner (`drop`).
+    func storedWakeChange(of key: OwnerKey) -> [Action] {
+        guard let host = hosts[key] else { return [] }
+        return storeChange(.saveWake(key, host.wake.map { StoredWake($0, of: host.owner) }), of: host)
+    }
+
+    /// The held owners the lease store mirrors, for a store that fell behind.
+    public var storedOwners: [Owner] {
+        hosts.values.filter(\.isStored).map(\.owner)
+    }
+
+    /// Every stored host's wake as the store should have it, for a store that fell behind.
+    public var storedWakes: [OwnerKey: StoredWake] {
+        var wakes: [OwnerKey: StoredWake] = [:]
+        for host in hosts.values where host.isStored {
+            if let wake = host.wake { wakes[host.key] = StoredWake(wake, of: host.owner) }
+        }
+        return wakes
+    }
+}
+
+/// How a held host came to be held, with what only that way brings. The rules that treat the two apart ask this.
+enum HostOrigin: Hashable, Sendable {
+    /// It registered (`Registration.swift`), or the lease store kept its registration (`restoreOwners`).
+    case registered(RegistrationState)
+    /// The configuration declares it, and it was found asleep from the wire (`Declared.swift`): it holds no lease.
+    /// Boxed: a declaration is large and few hosts are declared, so a registered host does not carry its size.
+    indirect case declared(DeclaredHost)
+}
+
+/// What a registration has that a declared host does not, beside what its `Owner` holds (the OWNER sequence, the
+/// lease, the password, which the lease store mirrors).
+struct RegistrationState: Hashable, Sendable {
+    /// Message IDs of this sequence's datagrams that were answered: the client counts every record sent with
+    /// such an ID as registered, so a later datagram with one is kept in part rather than refused whole.
+    var answeredIDs: Set<UInt16> = []
 }
 
 /// A record as the proxy tells records apart: `HeldRecord.identical` (name, type, class and RDATA, with the name and

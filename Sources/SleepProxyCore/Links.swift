@@ -28,7 +28,7 @@ extension SleepProxyCore {
         let dryRun = configuration.wakePolicy.dryRun
         for key in keys {
             guard let host = hosts[key] else { continue }
-            if host.declared {
+            if host.isDeclared {
                 // First: the last host's drop closes the link.
                 actions +=
                     handBack(host.claimedAddresses, to: host.owner.wakeMAC, on: interface)

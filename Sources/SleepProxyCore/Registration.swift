@@ -334,7 +334,7 @@ extension SleepProxyCore {
         let mac = registration.owner.primaryMAC
         let key = OwnerKey(interface: datagram.interface, primaryMAC: mac)
         // A declared host the proxy holds is not this registration's: the registration wins (`yieldDeclared`).
-        let previous = hosts[key].flatMap { $0.declared ? nil : $0 }
+        let previous = hosts[key].flatMap { $0.registration == nil ? nil : $0 }
         if previous == nil {
             // A declared hold of this host is replaced, not added to.
             let held = hosts.count(on: datagram.interface) - (hosts[key] == nil ? 0 : 1)
@@ -348,7 +348,8 @@ extension SleepProxyCore {
         }
         let sequence = registration.owner.sequence
         let sameSequence = previous?.owner.sequence == sequence
-        let laterDatagram = sameSequence && previous?.answeredIDs.contains(registration.message.id) == true
+        let laterDatagram =
+            sameSequence && previous?.registration?.answeredIDs.contains(registration.message.id) == true
         let granted = min(registration.lease.lease, configuration.maximumLease)
         let expiry = now + .seconds(Int64(granted))
 
@@ -459,33 +460,40 @@ extension SleepProxyCore {
     {
         let key = decision.key
         let owner = decision.owner
-        var actions = yieldDeclared(key, now: now)
-        if decision.previous != nil {
-            hosts.replaceRecords(of: key, with: owner)
-        } else {
-            hosts.insert(HeldHost(owner: owner))
-        }
-        let fresh = decision.fromTheStart ? nil : Set(decision.newRecords.map(RecordIdentity.init))
-        let probes = Self.initialProbes(for: owner.records, now: now) { fresh?.contains(RecordIdentity($0)) ?? true }
+        // A declared hold of the host is dropped first: the event history says so before it says registered.
+        let yielded = yieldDeclared(key, now: now)
+        var actions: [Action] = []
         let id = decision.registration.message.id
-        let count = owner.records.count
-        hosts.update(key) { host in
-            if decision.sameSequence {
-                host.answeredIDs.insert(id)
-            } else {
-                host.answeredIDs = [id]
+        var registered = decision.previous?.registration ?? RegistrationState()
+        if decision.sameSequence {
+            registered.answeredIDs.insert(id)
+        } else {
+            registered.answeredIDs = [id]
+        }
+        if decision.previous == nil {
+            // A new host (none held, or one held as declared until now): all its unique records are probed.
+            hold(owner, as: .registered(registered), now: now)
+        } else {
+            hosts.replaceRecords(of: key, with: owner)
+            let fresh = decision.fromTheStart ? nil : Set(decision.newRecords.map(RecordIdentity.init))
+            let probes = Self.initialProbes(for: owner.records, now: now) {
+                fresh?.contains(RecordIdentity($0)) ?? true
             }
-            for position in 0..<count {
-                if let probe = probes[position] { host.probes.set(probe, at: position, of: count) }
+            let count = owner.records.count
+            hosts.update(key) { host in
+                host.origin = .registered(registered)
+                for position in 0..<count {
+                    if let probe = probes[position] { host.probes.set(probe, at: position, of: count) }
+                }
+                if decision.cancelledWake != nil { host.state = .proxying }
             }
-            if decision.cancelledWake != nil { host.state = .proxying }
         }
         if let wake = decision.cancelledWake {
             let detail = "registered again while being woken (\(wake.reason)): wake cancelled"
             let event = Event(
                 time: now, kind: .wakeCancelled, interface: key.interface, owner: key.primaryMAC,
                 source: datagram.source, detail: detail)
-            actions += [.store(.saveWake(key, nil)), .store(.appendEvent(event)), .log(.notice, "\(key): \(detail)")]
+            actions += storedWakeChange(of: key) + [.store(.appendEvent(event)), .log(.notice, "\(key): \(detail)")]
         }
         if decision.fromTheStart, decision.previous != nil {
             restartTakeovers(of: key, now: now)
@@ -517,7 +525,8 @@ extension SleepProxyCore {
             bytes: Self.reply(
                 to: registration.message, granted: decision.granted, keyLease: registration.lease.keyLease),
             destination: datagram.source, destinationScopeID: datagram.sourceScopeID, source: datagram.destination)
-        return [.store(.saveOwner(owner))] + record + actions + [.reply(reply)] + updateTakeovers(of: key, now: now)
+        return yielded + storedOwnerChange(of: key) + record + actions + [.reply(reply)]
+            + updateTakeovers(of: key, now: now)
     }
 
     /// The reply Apple's proxy sends: same ID, flags 0xA800 (QR, UPDATE, RCODE 0), no records, and one OPT with
@@ -569,6 +578,7 @@ extension SleepProxyCore {
                 let event = Event(
                     time: now, kind: .expired, interface: owner.key.interface, owner: owner.key.primaryMAC,
                     detail: "lease ended while the proxy was not running (\(owner.records.count) records dropped)")
+                // Never held again: the store lets go of its own copy.
                 actions += [
                     .store(.removeOwner(owner.key)), .store(.appendEvent(event)),
                     .log(.notice, "restore: \(owner.key): \(event.detail)"),
@@ -583,36 +593,33 @@ extension SleepProxyCore {
                     clamped += 1
                 }
             }
+            let wake = wakes[owner.key].map { $0.sequence(for: owner) }
+            var state = HeldHost.State.proxying
+            if case .success(let continued) = wake { state = .waking(continued) }
+            hold(owner, as: .registered(RegistrationState()), state: state, now: now)
             if clamped > 0 {
-                actions += [
-                    .store(.saveOwner(owner)),
+                actions += storedOwnerChange(of: owner.key)
+                actions.append(
                     .log(
                         .notice,
                         "restore: \(owner.key): \(clamped) record expiries beyond the maximum lease of \(configuration.maximumLease) s brought in"
-                    ),
-                ]
+                    ))
             }
-            var host = HeldHost(owner: owner)
-            host.probes = Self.initialProbes(for: owner.records, now: now)
-            if let stored = wakes[owner.key] {
-                switch stored.sequence(for: owner) {
-                case .success(let wake):
-                    host.state = .waking(wake)
-                    actions.append(
-                        .log(
-                            .notice,
-                            "restore: \(owner.key): the wake continues (\(wake.reason)): \(wake.rounds) of \(WakeTiming.rounds) rounds sent"
-                        ))
-                case .failure(let error):
-                    actions += [
-                        .store(.saveWake(owner.key, nil)),
-                        .log(
-                            .error,
-                            "restore: \(owner.key): its stored wake cannot go on (\(error.reason)); held instead"),
-                    ]
-                }
+            switch wake {
+            case .success(let continued):
+                actions.append(
+                    .log(
+                        .notice,
+                        "restore: \(owner.key): the wake continues (\(continued.reason)): \(continued.rounds) of \(WakeTiming.rounds) rounds sent"
+                    ))
+            case .failure(let error):
+                // Held instead: the store's copy of the wake is cleared.
+                actions += storedWakeChange(of: owner.key)
+                actions.append(
+                    .log(.error, "restore: \(owner.key): its stored wake cannot go on (\(error.reason)); held instead"))
+            case nil:
+                break
             }
-            hosts.insert(host)
             actions += updateTakeovers(of: owner.key, now: now)
         }
         refreshHostDeadline()

@@ -5,7 +5,8 @@ import NetworkAddresses
 /// never answered (its goodbyes went out already); with goodbyes when the administrator forgets it, when its
 /// interface is no longer served and it is not woken there, when its lease ends and the wake policy keeps it from
 /// being woken (`expiredUnwoken`, `Wake.swift`), and when a declared host is no longer declared or another machine
-/// uses its address (`Declared.swift`).
+/// uses its address (`Declared.swift`); silently again when a declared host registers itself, since its
+/// registration holds the same records or better ones from then on (`yieldDeclared`).
 struct DropReason: Sendable {
     var kind: Event.Kind
     /// What the release counter calls it.
@@ -42,10 +43,9 @@ struct DropReason: Sendable {
 /// When the proxy lets go of a host. The rules of a registered host that is back, and of a lease that ends, are
 /// here; the others live with what they end: the administrator's `forget` (`SleepProxyCore.swift`), an interface
 /// no longer served (`Links.swift`, `retire`), a wake that went unanswered (`Wake.swift`, `advanceWake`), and a
-/// declared host that is back, no longer declared, or whose address another machine uses (`Declared.swift`). Each
-/// of them lets go through `drop(_:reason:now:)` or `dropRecords(_:of:reason:now:)`, here. One way out is not a
-/// drop: a declared host whose own registration arrives is handed over to it by `yieldDeclared` (`Declared.swift`),
-/// with no goodbyes and no event, since the registration holds the host from then on.
+/// declared host that is back, no longer declared, whose address another machine uses, or whose own registration
+/// arrives (`Declared.swift`). Each of them lets go through `drop(_:reason:now:)` or
+/// `dropRecords(_:of:reason:now:)`, here: there is no other way out.
 ///
 /// - A packet with the host's OWNER releases the whole host when its sequence differs, and otherwise those of its
 ///   records registered more than 60 s before it (mDNS.c `ClearProxyRecords`, applied per record: a record
@@ -176,10 +176,11 @@ extension SleepProxyCore {
 
     // MARK: The way out
 
-    /// Drops a held host: its take-overs stop, a wake in progress ends, its records go (with goodbyes when the
-    /// reason asks for them, except for shared records another host or the proxy itself still holds), the store
-    /// lets go of it (a declared host was never stored) and the event history says why. A declared host still
-    /// counted asleep is watched afresh (`rewatchDeclared`), and an interface being retired closes with its last
+    /// The one way out, for a host of either origin: its take-overs stop, a wake in progress ends, its records go
+    /// (with goodbyes when the reason asks for them, except for shared records another host or the proxy itself
+    /// still holds), the release is counted under its reason, the store lets go of it if it mirrored it
+    /// (`storeChange`), and the event history and the log say why. A host whose MAC is declared is watched
+    /// afresh if still counted asleep (`rewatchDeclared`), and an interface being retired closes with its last
     /// host.
     mutating func drop(_ key: OwnerKey, reason: DropReason, now: UnixTime) -> [Action] {
         guard hosts[key] != nil else { return [] }
@@ -193,10 +194,9 @@ extension SleepProxyCore {
         let event = Event(
             time: now, kind: reason.kind, interface: key.interface, owner: key.primaryMAC, detail: reason.detail)
         let verb = reason.kind == .released ? "released" : "dropped"
-        // A declared host was never stored: only its event is.
-        return actions + (host.declared ? [] : [.store(.removeOwner(key))]) + [
+        return actions + storeChange(.removeOwner(key), of: host) + [
             .store(.appendEvent(event)), .log(reason.level, "\(verb) \(key): \(reason.detail)"),
-        ] + rewatchDeclared(key, now: now) + closeIfDrained(key.interface)
+        ] + rewatchDeclared(key, after: reason, now: now) + closeIfDrained(key.interface)
     }
 
     /// Drops some of a host's records; the host goes when none are left.
@@ -218,7 +218,7 @@ extension SleepProxyCore {
         let names = gone.map { "\($0.record.name) \($0.record.type)" }.joined(separator: ", ")
         let detail = "\(gone.count) of its records (\(names)): \(reason.detail)"
         let event = Event(time: now, kind: reason.kind, interface: key.interface, owner: key.primaryMAC, detail: detail)
-        actions += storedOwnerChange(owner) + [.store(.appendEvent(event)), .log(reason.level, "\(key): \(detail)")]
+        actions += storedOwnerChange(of: key) + [.store(.appendEvent(event)), .log(reason.level, "\(key): \(detail)")]
         // A wake of some records keeps their positions in the store: they move with the records that are left.
         if hosts[key]?.wake != nil { actions += storedWakeChange(of: key) }
         return actions

@@ -67,6 +67,7 @@ public struct ReleaseReason: Hashable, Sendable, CustomStringConvertible {
         case expired
         case undeclared
         case addressInUse = "address-in-use"
+        case registered
     }
     private let code: Code
 
@@ -85,10 +86,12 @@ public struct ReleaseReason: Hashable, Sendable, CustomStringConvertible {
     public static let undeclared = ReleaseReason(code: .undeclared)
     /// Another machine answered for a declared host's address: the declaration is stale.
     public static let addressInUse = ReleaseReason(code: .addressInUse)
+    /// A declared host registered itself: its registration holds it from then on.
+    public static let registered = ReleaseReason(code: .registered)
 
     /// Every reason, for documentation and for metrics that start at zero.
     public static let all: [ReleaseReason] = [
-        .returned, .forgotten, .unserved, .unanswered, .expired, .undeclared, .addressInUse,
+        .returned, .forgotten, .unserved, .unanswered, .expired, .undeclared, .addressInUse, .registered,
     ]
 
     /// A stable identifier (`returned`), the label value in metrics.

@@ -167,10 +167,8 @@ extension SleepProxyCore {
         // of the host would retain and release everything it holds each time.
         hosts.updateService(key) { host in
             guard !host.takeovers.isEmpty, !host.isWakingWhole else { return }
-            // A registered host said itself that it sleeps: its probes ask it alone (Apple's proxy). A declared
-            // host's addresses come from a configuration that may be stale: its probes ask the whole link.
             Self.takeDueSteps(
-                &host.takeovers, of: key, probesTo: host.declared ? nil : host.owner.wakeMAC, lazy: lazy, link: link,
+                &host.takeovers, of: key, probesTo: host.takeoverProbeTarget, lazy: lazy, link: link,
                 now: now, actions: &actions)
         }
         return actions
@@ -445,7 +443,7 @@ extension SleepProxyCore {
         if mac == host.owner.wakeMAC {
             return ownerUsesAddress(address, of: key, now: now, what: what)
         }
-        if host.declared {
+        if host.isDeclared {
             return declaredAddressInUse(address, by: mac, of: key, now: now, what: what)
         }
         guard takeover.restarts < TakeoverTiming.maximumRestarts else { return [] }

@@ -531,44 +531,14 @@ extension SleepProxyCore {
                 return drop(key, reason: .unanswered(detail), now: now)
             case .records(let identities):
                 hosts.update(key) { $0.state = .proxying }
-                // Read before the records go: dropping them all drops the host, and a declared one is not stored.
-                let stored = !host.declared
+                // The store's copy of the wake is cleared, unless dropping every record dropped the host with it.
                 return dropRecords(identities, of: key, reason: .unanswered(detail), now: now)
-                    + (stored ? [.store(.saveWake(key, nil))] : [])
+                    + storedWakeChange(of: key)
             }
         }
         wake.next = now + WakeTiming.interval
         hosts.update(key) { $0.state = .waking(wake) }
         return actions + storedWakeChange(of: key)
-    }
-
-    /// The store's copy of `key`'s wake as it stands: kept while it runs, cleared once the host is held again.
-    /// Nothing for a declared host, which is not stored.
-    func storedWakeChange(of key: OwnerKey) -> [Action] {
-        guard let host = hosts[key] else { return [.store(.saveWake(key, nil))] }
-        guard !host.declared else { return [] }
-        return [.store(.saveWake(key, host.wake.map { StoredWake($0, of: host.owner) }))]
-    }
-
-    /// The store's copy of a held owner: nothing for a declared host, which is not stored.
-    func storedOwnerChange(_ owner: Owner) -> [Action] {
-        hosts[owner.key]?.declared == true ? [] : [.store(.saveOwner(owner))]
-    }
-
-    /// Every stored host's wake as the store should have it, for a store that fell behind.
-    public var storedWakes: [OwnerKey: StoredWake] {
-        var wakes: [OwnerKey: StoredWake] = [:]
-        for key in hosts.keys {
-            if let host = hosts[key], !host.declared, let wake = host.wake {
-                wakes[key] = StoredWake(wake, of: host.owner)
-            }
-        }
-        return wakes
-    }
-
-    /// The held owners the lease store mirrors: every held host but the declared ones.
-    public var storedOwners: [Owner] {
-        hosts.values.filter { !$0.declared }.map(\.owner)
     }
 
     /// One round: the 0x0842 magic frame and a UDP port 9 copy, unicast to the wake MAC; from the third round

@@ -226,6 +226,60 @@ struct DeclaredHostTests {
         #expect(harness.core.declaredHosts.first?.unheld == "its own registration holds it")
     }
 
+    /// Its registration ends the declared hold as every hold ends: counted as a release under its own reason, with
+    /// its event and log line, before the registration's event. Nothing is said goodbye to, and the host, asleep
+    /// still, is not watched afresh: its registration holds it.
+    @Test func itsRegistrationEndsTheDeclaredHoldAsACountedRelease() throws {
+        var harness = Self.harness()
+        _ = Self.sleepAndTakeOver(&harness)
+        #expect(harness.core.statistics.releases.isEmpty)
+        let records = Update.host("Study-PC", ipv4: Self.ipv4)
+        let actions = harness.register(Update.bytes(records: records, owner: Update.owner(mac: Self.mac)))
+        #expect(harness.core.statistics.releases == [.registered: 1])
+        #expect(actions.events.map(\.kind) == [.released, .registered])
+        let released = try #require(actions.events.first)
+        #expect(released.owner == Self.mac)
+        #expect(released.detail.contains("declared host pc registered itself"), "\(released.detail)")
+        #expect(actions.logLines.contains { $0.0 == .info && $0.1.hasPrefix("released \(Self.key): declared host pc") })
+        #expect(!actions.sentMessages.contains { $0.answers.contains { $0.ttl == 0 } }, "no goodbyes")
+        #expect(!actions.storeChanges.contains(.removeOwner(Self.key)), "the declared hold was never stored")
+        let watch = try #require(harness.core.declaredHosts.first)
+        #expect(watch.liveness == .asleep && watch.unheld == "its own registration holds it")
+        #expect(harness.core.owners[Self.key]?.sequence == 21)
+    }
+
+    /// Nothing of a declared host reaches the lease store but its events: not when it is taken over, its clock
+    /// steps, it is woken and comes back, nor when a wake goes unanswered and it is held again, nor when it is
+    /// forgotten.
+    @Test func aDeclaredHostIsNeverStored() {
+        var harness = Self.harness()
+        _ = Self.sleepAndTakeOver(&harness)
+        harness.log += harness.core.clockStepped(by: .seconds(60))
+        harness.now = harness.now + .seconds(60)
+        harness.frame(WakePolicyTests.syn(port: 3389, to: Self.ipv4))
+        #expect(harness.core.state(of: Self.key).map { if case .waking = $0 { true } else { false } } == true)
+        #expect(harness.core.storedOwners.isEmpty && harness.core.storedWakes.isEmpty)
+        harness.run(until: harness.now + .seconds(5))
+        harness.frame(Self.arpFromHost())
+        #expect(harness.core.owners.isEmpty, "back")
+        // Asleep again; this time the wake goes unanswered, and the host is held again.
+        let back = harness.now
+        while harness.core.state(of: Self.key) != .held, harness.now < back + .seconds(60) {
+            harness.run(until: harness.now + .seconds(1))
+        }
+        #expect(harness.core.state(of: Self.key) == .held)
+        harness.frame(WakePolicyTests.syn(port: 3389, to: Self.ipv4))
+        harness.run(until: harness.now + .seconds(40))
+        #expect(harness.core.statistics.releases[.unanswered] == 1)
+        harness.run(until: harness.now + .seconds(30))
+        #expect(harness.core.owners[Self.key] != nil && harness.core.storedOwners.isEmpty)
+        harness.log += harness.core.forget(Self.key, now: harness.now, reason: "test")
+        #expect(harness.core.owners.isEmpty)
+        let changes = harness.log.storeChanges
+        #expect(changes.contains { if case .appendEvent = $0 { true } else { false } })
+        #expect(changes.allSatisfy { if case .appendEvent = $0 { true } else { false } }, "\(changes)")
+    }
+
     @Test func aHostKeptFromBeingHeldIsHeldOnceWhatKeptItPasses() throws {
         var harness = Self.harness(Self.declaration(addresses: [.v4(Self.ipv4)]))
         // Another machine's registration (a stale one, say) holds the address the PC uses.
