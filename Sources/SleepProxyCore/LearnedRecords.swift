@@ -106,6 +106,17 @@ struct LearnedRecords: Hashable, Sendable {
         }
     }
 
+    /// The clock stepped by `step`: when each record was sent and said goodbye to moves with it, so that a step
+    /// neither makes a goodbye stand nor a record older than it is.
+    mutating func moveTimes(by step: Duration) {
+        entries = entries.mapValues { entry in
+            var moved = entry
+            moved.heard = entry.heard + step
+            moved.goodbye = entry.goodbye.map { $0 + step }
+            return moved
+        }
+    }
+
     /// Removes the records of the name, type and class of `record`, other than it, sent before `cutoff`.
     private mutating func flush(namesakesOf record: DNSRecord, before cutoff: UnixTime) {
         let identity = RecordIdentity(record)

@@ -167,6 +167,34 @@ struct LearnedRecordsTests {
         #expect(Self.answers(Self.smbType, .ptr, &harness).map(\.rdata) == [.ptr(Self.smb)])
     }
 
+    /// A step of the wall clock moves the time of a goodbye with everything else: it does not make it stand.
+    @Test func aClockStepDoesNotMakeAGoodbyeStand() {
+        var harness = Self.harness()
+        Self.announce(Self.announcement, &harness)
+        Self.announce(Self.goodbyes(Self.sharedRecords), &harness)
+        harness.log += harness.core.clockStepped(by: .seconds(3_600))
+        harness.now = harness.now + .seconds(3_601)
+        harness.frame(DeclaredHostTests.arpFromHost())
+        #expect(Self.learned(harness).count == Self.announcement.count)
+        #expect(harness.core.declared[Self.key]?.records.withdrawn.count == Self.sharedRecords.count)
+    }
+
+    /// Held, learned records are probed and defended as any held record (`Conflicts.swift`): another machine that
+    /// answers the host's name with other data puts the record back into silent probing, unanswered meanwhile.
+    @Test func anotherMachineAnsweringALearnedNameStopsItsAnswersAsForAnyHeldRecord() throws {
+        var harness = Self.harness()
+        Self.announce(Self.announcement, &harness)
+        _ = DeclaredHostTests.sleepAndTakeOver(&harness)
+        #expect(Self.answers(Self.hostName, .a, &harness).map(\.rdata) == [.a(Self.ipv4)])
+        let other = DNSRecord(name: Self.hostName, ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 77, 0, 99)))
+        let actions = harness.mdns(
+            Self.response([other]), from: Endpoint(address: .v4(IPv4Address(10, 77, 0, 99)), port: 5353),
+            mac: MACAddress(0x02, 0x42, 0, 0, 0, 9))
+        #expect(actions.logLines.contains { $0.1.contains("probing it again") }, "\(actions.logLines)")
+        #expect(harness.mdns(Query.bytes(Self.hostName, .a, unicast: true)).sentMessages.isEmpty)
+        #expect(harness.owner(Self.mac) != nil, "its other records are still answered")
+    }
+
     @Test func aSYNToALearnedServicePortWakesItAndToAnotherPortDoesNot() throws {
         var harness = Self.harness()
         Self.announce(Self.announcement, &harness)
