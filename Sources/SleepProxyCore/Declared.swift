@@ -4,7 +4,8 @@ public import NetworkAddresses
 
 /// A host the configuration declares (`[hosts.NAME]`): it never registers, so the proxy finds out from the wire
 /// when it sleeps (`Liveness`) and then holds it as it would hold a registered host: its addresses taken over,
-/// its declared records answered, a connection to one of its wake ports waking it.
+/// its declared records and those it announced while awake (`LearnedRecords`) answered, a connection to one of its
+/// wake ports or its services' ports waking it.
 public struct DeclaredHost: Hashable, Sendable {
     /// A DNS-SD service to answer for while the host sleeps, so that browsing still finds it.
     public struct Service: Hashable, Sendable {
@@ -381,8 +382,9 @@ extension SleepProxyCore {
         return [.injectFrame(key.interface, Self.probe(address, to: watch.host.mac, link: link))]
     }
 
-    /// Holds a declared host that answered none of its probes: its records built from its declaration, its
-    /// addresses taken over after the take-over's own three probes, exactly as for a host that registered.
+    /// Holds a declared host that answered none of its probes: its records built from its declaration and what it
+    /// announced while awake (`DeclaredWatch.heldRecords`), its addresses taken over after the take-over's own
+    /// three probes, exactly as for a host that registered.
     private mutating func takeOverDeclared(_ key: OwnerKey, probes: Int, now: UnixTime) -> [Action] {
         guard var watch = declared[key] else { return [] }
         let name = watch.host.name

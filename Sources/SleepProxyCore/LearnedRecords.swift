@@ -206,13 +206,15 @@ extension SleepProxyCore {
 
     /// An mDNS response from `mac` on `interface`: if `mac` is a declared host's that learns its records, the
     /// records of its answer and additional sections that are its own are kept (`LearnedRecords`), and its goodbyes
-    /// withdraw them, pending. Never the records of a query (its known answers are what the asker has cached).
-    /// Refused records are said in one log line a minute per host at most.
+    /// withdraw them, pending. Never the records of a query (its known answers are what the asker has cached), nor
+    /// of a reply to a legacy querier, the one response that repeats the question (RFC 6762 section 6.7), whose
+    /// TTLs are capped at 10 s. Refused records are said in one log line a minute per host at most.
     mutating func learnDeclared(_ message: DNSMessage, from mac: MACAddress, on interface: InterfaceName, now: UnixTime)
         -> [Action]
     {
         let key = OwnerKey(interface: interface, primaryMAC: mac)
-        guard message.flags.isResponse, message.flags.opcode == .query, var watch = declared[key],
+        guard message.flags.isResponse, message.flags.opcode == .query, message.questions.isEmpty,
+            var watch = declared[key],
             watch.host.learnsRecords, let link = links[interface]
         else { return [] }
         let limit = configuration.maximumRecordsPerOwner

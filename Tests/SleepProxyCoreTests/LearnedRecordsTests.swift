@@ -239,6 +239,14 @@ struct LearnedRecordsTests {
         let query = Query.bytes([DNSQuestion(name: Self.screenType, type: .ptr)], knownAnswers: Self.announcement)
         harness.mdns(query, from: Self.source, mac: Self.mac)
         #expect(Self.learned(harness).isEmpty)
+        // Nor does its reply to a legacy querier, which repeats the question and caps the TTLs at 10 s.
+        let legacy = try DNSMessage(
+            id: 0x1234, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
+            questions: [DNSQuestion(name: Self.hostName, type: .a)],
+            answers: [DNSRecord(name: Self.hostName, ttl: 10, rdata: .a(Self.ipv4))]
+        ).encoded()
+        harness.mdns(legacy, from: Self.source, to: .v4(IPv4Address(10, 77, 0, 3)), mac: Self.mac)
+        #expect(Self.learned(harness).isEmpty)
         // Its own response, in its answers and additional records, does.
         harness.mdns(
             Self.response(Self.addressRecords, additionals: Self.service(Self.smb, port: 445)), from: Self.source,
