@@ -7,8 +7,8 @@ import NetworkAddresses
 extension SleepProxyCore {
     // MARK: Input
 
-    /// Handles one mDNS packet seen on an interface: releases hosts that show themselves awake, checks conflicts,
-    /// then answers queries for held records.
+    /// Handles one mDNS packet seen on an interface: releases hosts that show themselves awake, learns what declared
+    /// hosts announce, checks conflicts, then answers queries for held records.
     mutating func receiveMDNS(_ packet: MDNSPacket, now: UnixTime) -> [Action] {
         var actions = expire(now: now)
         guard let link = links[packet.interface] else { return actions }
@@ -23,6 +23,7 @@ extension SleepProxyCore {
             actions += hearDeclared(
                 mac, on: packet.interface, using: [packet.source.address],
                 what: "mDNS \(message.flags.isResponse ? "response" : "query") from \(packet.source.address)", now: now)
+            actions += learnDeclared(message, from: mac, on: packet.interface, now: now)
         }
         // OWNER first: a waking Mac's announcement must not look like a conflict (PROTOCOL.md section 3.1).
         actions += releaseOnOwner(message, packet, now: now)

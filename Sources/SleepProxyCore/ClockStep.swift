@@ -34,7 +34,10 @@ extension SleepProxyCore {
             if host.wake != nil { actions += storedWakeChange(of: key) }
         }
         hosts.moveProbeEnds(by: step)
-        for key in declared.keys { declared[key]?.liveness.moveTimes(by: step) }
+        for key in declared.keys {
+            declared[key]?.liveness.moveTimes(by: step)
+            declared[key]?.records.moveTimes(by: step)
+        }
         schedule.clockStepped(by: step)
         for interface in advertisements.interfaces {
             guard var copy = advertisements[interface] else { continue }

@@ -4,7 +4,8 @@ public import NetworkAddresses
 
 /// A host the configuration declares (`[hosts.NAME]`): it never registers, so the proxy finds out from the wire
 /// when it sleeps (`Liveness`) and then holds it as it would hold a registered host: its addresses taken over,
-/// its declared records answered, a connection to one of its wake ports waking it.
+/// its declared records and those it announced while awake (`LearnedRecords`) answered, a connection to one of its
+/// wake ports or its services' ports waking it.
 public struct DeclaredHost: Hashable, Sendable {
     /// A DNS-SD service to answer for while the host sleeps, so that browsing still finds it.
     public struct Service: Hashable, Sendable {
@@ -37,11 +38,23 @@ public struct DeclaredHost: Hashable, Sendable {
     /// Its mDNS host name without `.local` (`iMac`): its address records are answered under it while it sleeps.
     public var hostName: String?
     public var services: [Service]
+    /// Where the records answered for it while it sleeps come from: its declaration and what it announces while
+    /// awake, or its declaration alone.
+    public var recordSource: RecordSource
+
+    /// Where a declared host's records come from (`records` in its table).
+    public enum RecordSource: String, Hashable, Sendable, CaseIterable {
+        /// Its declaration, and the mDNS records it sends from its own MAC while awake (`LearnedRecords`): a
+        /// declared record overrides a learned one of its name and type.
+        case learn
+        /// Its declaration alone: nothing is learned from what it sends.
+        case declared
+    }
 
     public init(
         name: String, interface: InterfaceName, mac: MACAddress, addresses: [IPAddress] = [],
         learnsAddresses: Bool = false, wakePorts: [WakePolicy.Port] = [], hostName: String? = nil,
-        services: [Service] = []
+        services: [Service] = [], recordSource: RecordSource = .learn
     ) {
         self.name = name
         self.interface = interface
@@ -51,7 +64,11 @@ public struct DeclaredHost: Hashable, Sendable {
         self.wakePorts = wakePorts
         self.hostName = hostName
         self.services = services
+        self.recordSource = recordSource
     }
+
+    /// Whether the records it sends while awake are kept, to be answered while it sleeps.
+    public var learnsRecords: Bool { recordSource == .learn }
 
     public var key: OwnerKey { OwnerKey(interface: interface, primaryMAC: mac) }
 
@@ -93,12 +110,14 @@ public struct DeclaredHost: Hashable, Sendable {
         try DNSName(labels: [label, "local"])
     }
 
-    /// The records held for it while it sleeps with `addresses` taken over: the reverse mapping of each address
-    /// (what the take-over follows, as for a registered host), its address records when its host name is known,
-    /// and its services.
-    func records(addresses: [IPAddress]) -> [DNSRecord] {
+    /// The records declared for it while it sleeps with `addresses` taken over: the reverse mapping of each
+    /// address (what the take-over follows, as for a registered host), its address records when its host name is
+    /// known, and its services. The reverse mappings point at its declared host name, else at `learnedHostName`
+    /// (the name it announced its addresses under), else at its table's name.
+    func records(addresses: [IPAddress], learnedHostName: DNSName? = nil) -> [DNSRecord] {
         // The configuration checked both names: a label of 1 to 63 bytes.
-        guard let host = try? hostDomainName(hostName ?? name) else { return [] }
+        guard let named = try? hostDomainName(hostName ?? name) else { return [] }
+        let host = hostName == nil ? learnedHostName ?? named : named
         var records = addresses.map { address in
             DNSRecord(
                 name: ReverseMapping.name(of: address), ttl: ServiceRecords.hostNameTTL, cacheFlush: true,
@@ -117,6 +136,17 @@ public struct DeclaredHost: Hashable, Sendable {
         }
         return records
     }
+
+    /// The names its declaration makes its own, lower case: its host name's and its services' instance names.
+    var declaredNames: [DNSName] {
+        guard let hostName, let host = try? hostDomainName(hostName) else { return [] }
+        var names = [host.lowercased()]
+        for service in services {
+            let labels = [service.name] + service.type.split(separator: ".").map(String.init) + ["local"]
+            if let instance = try? DNSName(labels: labels) { names.append(instance.lowercased()) }
+        }
+        return names
+    }
 }
 
 /// What the proxy knows of one declared host between its sleeps.
@@ -128,6 +158,10 @@ struct DeclaredWatch: Hashable, Sendable {
     var liveness: Liveness
     /// Learned addresses, the most recently heard last.
     var learned: [IPAddress] = []
+    /// The mDNS records it sent while awake, when its declaration learns them (`LearnedRecords.swift`).
+    var records = LearnedRecords()
+    /// When a record it sent was last refused (not its own, or over the limit) in a log line: one a minute.
+    var refusalLogged: UnixTime?
     /// Why the host, found asleep, is not held (its own registration holds it, no address to take over).
     var unheld: String?
     /// When to try again to hold a host found asleep and not held: what kept it (an address held for another
@@ -147,6 +181,11 @@ struct DeclaredWatch: Hashable, Sendable {
     /// Its addresses: the configured ones, then the learned ones.
     var addresses: [IPAddress] {
         host.addresses + learned.filter { !host.addresses.contains($0) }
+    }
+
+    /// Whether `name` (in any case) is its own: its declared host name or service, or a unique record it sent.
+    func claims(_ name: DNSName) -> Bool {
+        records.claims(name) || host.declaredNames.contains(name.lowercased())
     }
 
     /// Notes that the host used `address`.
@@ -173,6 +212,8 @@ public struct DeclaredStatus: Hashable, Sendable {
     public var isHeld: Bool
     /// Why it is asleep and not held, if so.
     public var unheld: String?
+    /// The mDNS records learned from it while awake (`LearnedRecords`).
+    public var learnedRecordCount: Int
 }
 
 /// Declared hosts: watching them, taking them over when they fall silent, letting go when they speak. Nothing of
@@ -199,6 +240,7 @@ extension SleepProxyCore {
                 actions += letGoOfDeclared(key, why: "its declaration changed", now: now)
                 var renewed = DeclaredWatch(host: host, liveness: Liveness(now: now))
                 if host.learnsAddresses { renewed.learned = watch.learned }
+                if host.learnsRecords { renewed.records = watch.records }
                 declared[key] = renewed
                 actions.append(.log(.info, "declared host \(host.name) (\(key)) changed; watching it afresh"))
             } else {
@@ -270,12 +312,24 @@ extension SleepProxyCore {
             watch.unheld = nil
             watch.retryAt = nil
         }
+        let withdrawn = watch.records.confirmGoodbyes(by: now - DeclaredWatch.goodbyeGrace)
         declared[key] = watch
+        let withdrawal: [Action] =
+            withdrawn.isEmpty
+            ? []
+            : [
+                .log(
+                    .info,
+                    "declared host \(watch.host.name) (\(key)) said goodbye to \(withdrawn.count) records and is still awake: they are withdrawn (\(withdrawn[0].name) \(withdrawn[0].type)...)"
+                )
+            ]
         switch change {
         case nil:
-            return []
+            return withdrawal
         case .answered(let probes):
-            return [.log(.debug, "declared host \(watch.host.name) (\(key)) is awake: heard after \(probes) probes")]
+            return withdrawal + [
+                .log(.debug, "declared host \(watch.host.name) (\(key)) is awake: heard after \(probes) probes")
+            ]
         case .back:
             guard let host = hosts[key], host.isDeclared else {
                 return [.log(.info, "declared host \(watch.host.name) (\(key)) is awake again: \(what())")]
@@ -302,6 +356,8 @@ extension SleepProxyCore {
             }
             guard let deadline = watch.liveness.deadline, deadline <= now else { continue }
             let step = watch.liveness.step(at: now)
+            // Found asleep: the goodbyes it said last were its sleep burst, not withdrawals (`LearnedRecords`).
+            if case .fellAsleep = step { watch.records.keepWithdrawn() }
             declared[key] = watch
             switch step {
             case .probe(let attempt):
@@ -326,8 +382,9 @@ extension SleepProxyCore {
         return [.injectFrame(key.interface, Self.probe(address, to: watch.host.mac, link: link))]
     }
 
-    /// Holds a declared host that answered none of its probes: its records built from its declaration, its
-    /// addresses taken over after the take-over's own three probes, exactly as for a host that registered.
+    /// Holds a declared host that answered none of its probes: its records built from its declaration and what it
+    /// announced while awake (`DeclaredWatch.heldRecords`), its addresses taken over after the take-over's own
+    /// three probes, exactly as for a host that registered.
     private mutating func takeOverDeclared(_ key: OwnerKey, probes: Int, now: UnixTime) -> [Action] {
         guard var watch = declared[key] else { return [] }
         let name = watch.host.name
@@ -369,7 +426,8 @@ extension SleepProxyCore {
             return unheld("\(key.interface) holds \(held) hosts, limit \(configuration.maximumHostsPerInterface)")
         }
         var dropped: [String] = []
-        let records = watch.host.records(addresses: addresses).filter { record in
+        let merged = watch.heldRecords(addresses: addresses, limit: configuration.maximumRecordsPerOwner)
+        let records = merged.records.filter { record in
             guard HeldRecord.claimsUniqueName(record),
                 let holder = hosts.uniqueHolder(of: record.name, on: key.interface)
             else { return true }
@@ -388,6 +446,7 @@ extension SleepProxyCore {
         scheduleAnnouncement(of: records, on: link, now: now)
         var detail =
             "declared host \(name) \(probes > 0 ? "answered none of \(probes) probes: asleep" : "asleep still, and nothing keeps it now"); taking over \(addresses.map(\.description).joined(separator: " ")), \(records.count) records"
+        if merged.learned > 0 { detail += " (\(merged.learned) learned from its announcements)" }
         detail += skippedText
         if !dropped.isEmpty { detail += "; not answered: \(dropped.joined(separator: "; "))" }
         let event = Event(time: now, kind: .asleep, interface: key.interface, owner: key.primaryMAC, detail: detail)
@@ -424,7 +483,8 @@ extension SleepProxyCore {
         }
         guard watch.liveness.state == .asleep else { return [] }
         declared[key] = DeclaredWatch(
-            host: watch.host, liveness: Liveness(now: now), learned: watch.learned, inUse: watch.inUse)
+            host: watch.host, liveness: Liveness(now: now), learned: watch.learned, records: watch.records,
+            inUse: watch.inUse)
         return [.log(.info, "declared host \(watch.host.name) (\(key)) is watched afresh")]
     }
 
@@ -459,7 +519,8 @@ extension SleepProxyCore {
             guard let watch = declared[key] else { return nil }
             return DeclaredStatus(
                 host: watch.host, liveness: watch.liveness.state, lastHeard: watch.liveness.lastHeard,
-                addresses: watch.addresses, isHeld: hosts[key]?.isDeclared == true, unheld: watch.unheld)
+                addresses: watch.addresses, isHeld: hosts[key]?.isDeclared == true, unheld: watch.unheld,
+                learnedRecordCount: watch.records.count)
         }
     }
 

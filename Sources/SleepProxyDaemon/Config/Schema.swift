@@ -396,6 +396,15 @@ enum Schema {
                 return "[\(services.joined(separator: ", "))]"
             },
             doc: "Services answered while it sleeps; their ports wake it. Needs host_name."),
+        HostKey(
+            name: "records",
+            read: { value, host throws(Problem) in
+                host.recordSource = try choice(value, "\"learn\" or \"declared\"")
+            },
+            write: { host in host.learnsRecords ? nil : quoted(host.recordSource.rawValue) },
+            doc:
+                "learn (the default): also answer the records it announces while awake; declared: only its declared ones."
+        ),
     ]
 
     /// A declared host as its table starts: what each key it leaves out stands for.

@@ -54,6 +54,7 @@ import Testing
         "wake_ports": #"["tcp/22", "udp/9"]"#,
         "host_name": #""iMac""#,
         "services": #"[{ name = "iMac", type = "_smb._tcp", port = 445, txt = ["model=iMac20,1"] }]"#,
+        "records": #""declared""#,
     ]
 
     static var keyNames: [String] { Schema.keys.map(\.name) }

@@ -21,6 +21,7 @@ import Testing
         [hosts.nas]
         mac = "00:11:32:aa:bb:cc"
         interface = "eth0"
+        records = "declared"
         """
 
     /// A wake policy entry that is a name and names no declared host (by table name or host name) is allowed, for a
@@ -57,9 +58,12 @@ import Testing
                         .init(name: "iMac", type: "_smb._tcp", port: 445, txt: ["model=iMac20,1"]),
                         .init(name: "iMac", type: "_ssh._tcp", port: 22),
                     ]))
-        // Addresses left out are learned; the interface, when one is served, is that one.
+        // Addresses left out are learned, and records unless it says otherwise; the interface, when one is served,
+        // is that one.
+        #expect(settings.declaredHosts.first?.recordSource == .learn)
         let nas = try #require(settings.declaredHosts.last)
         #expect(nas.name == "nas" && nas.addresses.isEmpty && nas.learnsAddresses && nas.wakePorts.isEmpty)
+        #expect(nas.recordSource == .declared && !nas.learnsRecords)
         let configuration = try settings.daemonConfiguration(context: ConfigFileTests.context)
         #expect(configuration.core.declaredHosts.map(\.interface) == ["eth0", "eth0"])
     }
@@ -116,6 +120,10 @@ import Testing
         (
             "[hosts.pc]\nmac = \"3c:22:fb:10:20:30\"\nhost_name = \"pc\"\nservices = [\"smb\"]", 4, "hosts.pc.services",
             "item 1 is the string \"smb\""
+        ),
+        (
+            "[hosts.pc]\nmac = \"3c:22:fb:10:20:30\"\nrecords = \"all\"", 3, "hosts.pc.records",
+            "expected \"learn\" or \"declared\", found \"all\""
         ),
         ("[hosts.\"p c\"]\nmac = \"3c:22:fb:10:20:30\"", 1, "hosts.p c", "not a host's table name"),
         ("[hosts]\npc = \"3c:22:fb:10:20:30\"", 2, "hosts.pc", "expected a table ([hosts.pc])"),
