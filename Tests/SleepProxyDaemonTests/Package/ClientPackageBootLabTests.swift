@@ -43,8 +43,8 @@ struct ClientPackageBootLabTests {
     struct Sent {
         /// The OWNER sequence of each registration (a DNS UPDATE to the proxy).
         var registrations: [UInt8] = []
-        /// Each mDNS response that carries OWNER: its sequence and its records.
-        var announcements: [(sequence: UInt8, records: [DNSRecord])] = []
+        /// Each mDNS response that carries OWNER: its sequence, its records, and whether it went over IPv6.
+        var announcements: [(sequence: UInt8, records: [DNSRecord], ipv6: Bool)] = []
         /// The address of each gratuitous ARP (broadcast, sender and target the same address) for `mac`.
         var gratuitousARP: [IPv4Address] = []
         /// The target of each unsolicited Neighbour Advertisement (to all nodes, Override, not Solicited) for `mac`.
@@ -71,7 +71,7 @@ struct ClientPackageBootLabTests {
                     if message.flags.opcode == .update, udp.destinationPort == 5354 {
                         registrations.append(owner.sequence)
                     } else if message.flags.isResponse, udp.destinationPort == 5353 {
-                        announcements.append((owner.sequence, message.answers))
+                        announcements.append((owner.sequence, message.answers, parsed.ipv6 != nil))
                     }
                 }
             }
@@ -180,15 +180,20 @@ struct ClientPackageBootLabTests {
                 }
                 let returned = try await journal(system)
                 #expect(returned.contains("returned on eth0: announced"), "\(returned)")
-                // On the wire, all sent before the unit stopped: the records twice, a second apart, with the next
-                // sequence; each time, under the unit's sandbox (CAP_NET_RAW, AF_PACKET), a gratuitous ARP for the
+                // On the wire, all sent before the unit stopped: the records twice, a second apart, to each family's
+                // group, with the next sequence; each time, under the unit's sandbox (CAP_NET_RAW, AF_PACKET), a gratuitous ARP for the
                 // IPv4 address and an unsolicited Neighbour Advertisement for each IPv6 one, the link-local too.
                 let back = try await eventually("the return's frames at the proxy", within: .seconds(5)) {
                     let back = sent()
-                    return back.announcements.count >= 2 && back.gratuitousARP.count >= 2
+                    return back.announcements.count >= 4 && back.gratuitousARP.count >= 2
                         && back.unsolicitedNA.count >= 4 ? back : nil
                 }
-                #expect(back.announcements.map(\.sequence) == [registration &+ 1, registration &+ 1])
+                for ipv6 in [false, true] {
+                    #expect(
+                        back.announcements.filter { $0.ipv6 == ipv6 }.map(\.sequence) == [
+                            registration &+ 1, registration &+ 1,
+                        ], "over IPv\(ipv6 ? 6 : 4)")
+                }
                 for announcement in back.announcements {
                     #expect(
                         announcement.records.contains {
