@@ -173,7 +173,12 @@ struct DeclaredHostLabTests {
             let watched = ContinuousClock.now
             try await Task.sleep(for: .seconds(25))
             nic.close()
-            let frames = await collector.value.compactMap { try? EthernetFrame(parsing: $0.bytes) }
+            // The filter again, frame by frame: frames the capture took in before its filter was set (the lab's
+            // own link-up reports) are not the daemon's.
+            let sleeper = try #require(MACAddress(sleeperMAC))
+            let frames = await collector.value.compactMap { try? EthernetFrame(parsing: $0.bytes) }.filter {
+                $0.header.source == proxyMAC && ($0.header.destination == sleeper || $0.arp != nil)
+            }
             let probes = frames.filter { $0.arp?.senderProtocolAddress == .any }
             print("declared_idle_probes_per_minute: \(Double(probes.count) * 60 / 25)")
             #expect(
