@@ -9,38 +9,8 @@ import SleepProxyCore
 /// core's clock moves with the questions, so that every delayed answer goes out at its tick between them, as in
 /// the daemon. No sockets, no threads: the cost of the rules and of the answer cache under ticks.
 func runMDNSCoreBenchmark(held: Int = 50, questions: Int = 100_000) throws {
-    let interface: InterfaceName = "eth0"
-    var configuration = CoreConfiguration(maximumRecordsTotal: 100_000)
-    configuration.maximumHostsPerInterface = held
-    configuration.registrationRate = Rate(perSecond: 1e9, burst: 1e9)
-    var core = SleepProxyCore(configuration: configuration)
-    core.setLink(
-        Link(
-            name: interface, macAddress: MACAddress(0x02, 0x77, 0, 0, 0, 1),
-            prefixes: [
-                Link.Prefix(address: .v4(IPv4Address(10, 255, 255, 254)), length: 8),
-                Link.Prefix(address: .v6(IPv6Address(high: 0xFE80_0000_0000_0000, low: 1)), length: 64),
-            ]))
-    var now = UnixTime(seconds: 1_800_000_000)
-    _ = core.startAdvertising(
-        on: interface, configuration: AdvertisementConfiguration(name: "Benchmark", hostName: "benchmark"), port: 5354,
-        now: now)
-    let client = Endpoint(address: .v4(IPv4Address(10, 255, 0, 1)), port: 49_152)
-    let proxy = Endpoint(address: .v4(IPv4Address(10, 255, 255, 254)), port: 5354)
-    for index in 0..<held {
-        _ = core.handleRegistration(
-            RegistrationDatagram(
-                interface: interface, source: client, destination: proxy,
-                bytes: try macRegistration(index: index, id: UInt16(truncatingIfNeeded: index + 1))),
-            now: now)
-    }
-    // Past the probes and announcements of every address and of the advertisement.
-    let settled = now + .seconds(20)
-    while let deadline = core.nextDeadline, deadline <= settled {
-        now = deadline
-        _ = core.tick(now: now)
-    }
-    now = settled
+    let interface = BenchmarkCore.interface
+    var (core, now) = try BenchmarkCore.settled(held: held)
 
     func query(_ name: String, _ type: DNSType) throws -> [UInt8] {
         try DNSMessage(
