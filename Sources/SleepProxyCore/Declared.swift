@@ -278,6 +278,14 @@ extension SleepProxyCore {
                         watch.records = LearnedRecords(
                             restoring: kept, forgettingBefore: now - LearnedRecords.forgetAfter,
                             limit: configuration.maximumRecordsPerOwner)
+                        // Its address records say which addresses it used, as when they were sent: a host declared
+                        // by its MAC alone is taken over at them, though it sleeps and sends nothing.
+                        if host.learnsAddresses, let link = links[key.interface] {
+                            for record in watch.records.records where record.type == .a || record.type == .aaaa {
+                                guard let address = record.ownAddress, link.isOnLink(address) else { continue }
+                                watch.learn(address)
+                            }
+                        }
                         actions.append(
                             .log(
                                 .info,
