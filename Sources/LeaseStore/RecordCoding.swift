@@ -47,17 +47,7 @@ enum RecordCoding {
     static func decode(
         records: UnsafeRawBufferPointer, times: UnsafeRawBufferPointer, ownerRegisteredAt: UnixTime
     ) throws(Failure) -> HeldRecords {
-        let message: DNSMessage
-        do {
-            message = try DNSMessage(decoding: records)
-        } catch {
-            throw Failure(reason: "records blob does not decode: \(error)")
-        }
-        guard message.questions.isEmpty, message.authorities.isEmpty, message.additionals.isEmpty else {
-            throw Failure(
-                reason: "records blob holds \(message.questions.count)/\(message.authorities.count)/"
-                    + "\(message.additionals.count) questions/authorities/additionals, expected only answers")
-        }
+        let message = try decodeMessage(records)
         var reader = TimesReader(bytes: times)
         guard let format = reader.byte(), format == timesFormat else {
             throw Failure(reason: "record_times blob does not start with format byte \(timesFormat)")
@@ -86,6 +76,22 @@ enum RecordCoding {
                     + "\(message.answers.count) records")
         }
         return HeldRecords(message.answers, times: times)
+    }
+
+    /// The message a records blob holds: answers only.
+    static func decodeMessage(_ records: UnsafeRawBufferPointer) throws(Failure) -> DNSMessage {
+        let message: DNSMessage
+        do {
+            message = try DNSMessage(decoding: records)
+        } catch {
+            throw Failure(reason: "records blob does not decode: \(error)")
+        }
+        guard message.questions.isEmpty, message.authorities.isEmpty, message.additionals.isEmpty else {
+            throw Failure(
+                reason: "records blob holds \(message.questions.count)/\(message.authorities.count)/"
+                    + "\(message.additionals.count) questions/authorities/additionals, expected only answers")
+        }
+        return message
     }
 
     @inline(__always)
@@ -161,15 +167,7 @@ extension RecordCoding {
     static func decodeLearned(
         records: UnsafeRawBufferPointer, heard: UnsafeRawBufferPointer
     ) throws(Failure) -> [LearnedRecord] {
-        let message: DNSMessage
-        do {
-            message = try DNSMessage(decoding: records)
-        } catch {
-            throw Failure(reason: "records blob does not decode: \(error)")
-        }
-        guard message.questions.isEmpty, message.authorities.isEmpty, message.additionals.isEmpty else {
-            throw Failure(reason: "records blob holds more than answers")
-        }
+        let message = try decodeMessage(records)
         var reader = TimesReader(bytes: heard)
         guard let format = reader.byte(), format == heardFormat else {
             throw Failure(reason: "heard blob does not start with format byte \(heardFormat)")
