@@ -271,29 +271,9 @@ extension SleepProxyCore {
                 declared[key] = renewed
                 actions.append(.log(.info, "declared host \(host.name) (\(key)) changed; watching it afresh"))
             } else {
-                var watch = DeclaredWatch(host: host, liveness: Liveness(now: now))
-                if host.learnsRecords {
-                    watch.checkAt = now + DeclaredWatch.checkInterval
-                    if let kept = stored[key] {
-                        watch.records = LearnedRecords(
-                            restoring: kept, forgettingBefore: now - LearnedRecords.forgetAfter,
-                            limit: configuration.maximumRecordsPerOwner)
-                        // Its address records say which addresses it used, as when they were sent: a host declared
-                        // by its MAC alone is taken over at them, though it sleeps and sends nothing.
-                        if host.learnsAddresses, let link = links[key.interface] {
-                            for record in watch.records.records where record.type == .a || record.type == .aaaa {
-                                guard let address = record.ownAddress, link.isOnLink(address) else { continue }
-                                watch.learn(address)
-                            }
-                        }
-                        actions.append(
-                            .log(
-                                .info,
-                                "declared host \(host.name) (\(key)): \(watch.records.count) records learned before the restart\(kept.count > watch.records.count ? ", \(kept.count - watch.records.count) more forgotten (not sent for a week, or over the limit)" : "")"
-                            ))
-                    }
-                }
-                declared[key] = watch
+                let new = newWatch(of: host, restoring: stored[key], now: now)
+                declared[key] = new.watch
+                actions += new.restored
                 // The store follows what the restore left out.
                 actions += saveLearned(of: key, heardToo: false)
                 actions.append(
@@ -310,6 +290,38 @@ extension SleepProxyCore {
             actions.append(.watchSources(interface, after[interface] ?? []))
         }
         return actions
+    }
+
+    /// The watch of a host newly declared, counted awake from `now`. At start, `kept` is what the lease store kept of
+    /// what it announced: it starts with that, less what was not sent for a week, and with the addresses of its
+    /// address records (a host declared by its MAC alone is taken over at them, though it sleeps and sends
+    /// nothing). `restored` says so in the log.
+    private func newWatch(
+        of host: DeclaredHost, restoring kept: [LearnedRecord]?, now: UnixTime
+    ) -> (watch: DeclaredWatch, restored: [Action]) {
+        var watch = DeclaredWatch(host: host, liveness: Liveness(now: now))
+        guard host.learnsRecords else { return (watch, []) }
+        watch.checkAt = now + DeclaredWatch.checkInterval
+        guard let kept else { return (watch, []) }
+        watch.records = LearnedRecords(
+            restoring: kept, forgettingBefore: now - LearnedRecords.forgetAfter,
+            limit: configuration.maximumRecordsPerOwner)
+        if host.learnsAddresses, let link = links[host.interface] {
+            for record in watch.records.records where record.type == .a || record.type == .aaaa {
+                guard let address = record.ownAddress, link.isOnLink(address) else { continue }
+                watch.learn(address)
+            }
+        }
+        let left = kept.count - watch.records.count
+        return (
+            watch,
+            [
+                .log(
+                    .info,
+                    "declared host \(host.name) (\(host.key)): \(watch.records.count) records learned before the restart\(left > 0 ? ", \(left) more forgotten (not sent for a week, or over the limit)" : "")"
+                )
+            ]
+        )
     }
 
     /// The MACs of declared hosts per interface: the capture must see their frames.

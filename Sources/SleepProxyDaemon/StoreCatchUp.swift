@@ -63,7 +63,7 @@ struct StoreCatchUp {
             health.commitSucceeded(logger: logger)
             health.caughtUp()
             logger.notice(
-                "lease store: caught up with what is held: \(difference.saved.count) hosts written, \(difference.removed.count) removed"
+                "lease store: caught up with what is held: \(difference.saved.count) hosts written, \(difference.removed.count) removed, the learned records of \(difference.learned.count) declared hosts written"
             )
         } catch {
             metrics.storeFailed(error)
