@@ -31,6 +31,19 @@ public struct LoadedOwners: Hashable, Sendable {
     }
 }
 
+/// What the store kept of the records learned from declared hosts, as read back at start-up.
+public struct LoadedLearned: Hashable, Sendable {
+    /// Each declared host's records, in the order they were first learned, with when each was last sent.
+    public var records: [OwnerKey: [LearnedRecord]]
+    /// One line per row that did not decode and was skipped: which row, and what was wrong with it.
+    public var problems: [String]
+
+    public init(records: [OwnerKey: [LearnedRecord]], problems: [String]) {
+        self.records = records
+        self.problems = problems
+    }
+}
+
 /// An event of the history with its row id. Ids only grow, so a follower can ask for the events after the last
 /// id it has seen.
 public struct StoredEvent: Hashable, Sendable {
@@ -56,7 +69,8 @@ public struct LoadedEvents: Hashable, Sendable {
     }
 }
 
-/// The persistent mirror of the core's lease table, and the event history, in one SQLite database.
+/// The persistent mirror of the core's lease table, the records learned from declared hosts, and the event history,
+/// in one SQLite database.
 ///
 /// The database is `<directory>/leases.sqlite` in write-ahead-log mode with `synchronous=NORMAL`: every
 /// `apply(_:)` that has returned survives the process being killed (SIGKILL, a crash, the OOM killer), and the
@@ -118,9 +132,10 @@ public final class LeaseStore: LeaseStoring {
         public var problem: LeaseStoreError
     }
 
-    /// The schema version this build writes, kept in `PRAGMA user_version`. Version 1 had no wakes; a version-1
-    /// store is brought to version 2 when it is opened (the wake columns are added, everything else is kept).
-    public static let schemaVersion: Int64 = 2
+    /// The schema version this build writes, kept in `PRAGMA user_version`. Version 1 had no wakes, version 2 no
+    /// learned records; an older store is brought to version 3 when it is opened (the wake columns and the
+    /// `learned` table are added, everything else is kept).
+    public static let schemaVersion: Int64 = 3
     /// The database file's name inside the state directory.
     public static let fileName = "leases.sqlite"
 
@@ -188,7 +203,8 @@ public final class LeaseStore: LeaseStoring {
     /// Makes every change durable in one transaction: all of them, or none when any fails.
     ///
     /// `saveOwner` inserts or replaces the owner with all its records, `removeOwner` deletes it (a missing owner
-    /// is not an error), `appendEvent` appends to the history, which is then trimmed to the newest
+    /// is not an error), `saveLearned` replaces a declared host's learned records (none deletes them),
+    /// `appendEvent` appends to the history, which is then trimmed to the newest
     /// `eventHistoryLimit` events. The daemon gathers the changes of many datagrams into one call (group commit)
     /// and sends their replies after it returns.
     public func apply(_ changes: [StoreChange]) throws(LeaseStoreError) {
@@ -204,6 +220,7 @@ public final class LeaseStore: LeaseStoring {
                         case .removeOwner(let key): try Self.remove(key, in: connection)
                         case .appendEvent(let event): lastEventID = try Self.append(event, in: connection)
                         case .saveWake(let key, let wake): try Self.save(wake, of: key, in: connection)
+                        case .saveLearned(let key, let learned): try Self.save(learned, of: key, in: connection)
                         }
                     } catch {
                         throw error.within("apply change \(index + 1) of \(changes.count) (\(Self.summary(change)))")
@@ -225,6 +242,8 @@ public final class LeaseStore: LeaseStoring {
         case .removeOwner(let key): "remove owner \(key)"
         case .appendEvent(let event): "append \(event.kind) event"
         case .saveWake(let key, let wake): wake == nil ? "clear the wake of \(key)" : "save the wake of \(key)"
+        case .saveLearned(let key, let learned):
+            learned.isEmpty ? "delete the learned records of \(key)" : "save \(learned.count) learned records of \(key)"
         }
     }
 
@@ -264,6 +283,29 @@ public final class LeaseStore: LeaseStoring {
         try statement.bind(5, wake.map { Int64($0.goodbyes) })
         try statement.bind(6, wake?.next.nanoseconds)
         try statement.bind(7, text: wake?.withdrawn.map { $0.map(String.init).joined(separator: ",") })
+        try statement.run()
+    }
+
+    /// Replaces the learned records of the declared host of `key`; none deletes its row.
+    private static func save(
+        _ learned: [LearnedRecord], of key: OwnerKey, in connection: Connection
+    ) throws(LeaseStoreError) {
+        let statement = try connection.prepared(learned.isEmpty ? SQL.deleteLearned : SQL.upsertLearned)
+        defer { statement.reset() }
+        try statement.bind(1, text: key.interface.rawValue)
+        try statement.bind(2, blob: key.primaryMAC.array)
+        if !learned.isEmpty {
+            let encoded: (records: [UInt8], heard: [UInt8])
+            do {
+                encoded = try RecordCoding.encode(learned)
+            } catch {
+                throw LeaseStoreError(
+                    .encoding, operation: "encode \(learned.count) learned records", path: connection.path,
+                    reason: "\(error)")
+            }
+            try statement.bind(3, blob: encoded.records)
+            try statement.bind(4, blob: encoded.heard)
+        }
         try statement.run()
     }
 
@@ -322,6 +364,41 @@ public final class LeaseStore: LeaseStoring {
             // stay cached otherwise, up to SQLite's default cache of about 2 MB.
             connection.releaseCachedPages()
             return LoadedOwners(owners: owners, wakes: wakes, problems: problems)
+        }
+    }
+
+    /// The records learned from each declared host. A row that does not decode is skipped and described in
+    /// `problems`; only a failure of SQLite itself throws.
+    public func loadLearned() throws(LeaseStoreError) -> LoadedLearned {
+        try withConnection("load learned records") { connection throws(LeaseStoreError) in
+            let statement = try connection.prepared(SQL.selectLearned)
+            defer { statement.reset() }
+            var records: [OwnerKey: [LearnedRecord]] = [:]
+            var problems: [String] = []
+            while try statement.step() {
+                do throws(RecordCoding.Failure) {
+                    guard let interface = statement.text(1), !interface.isEmpty else {
+                        throw RecordCoding.Failure(reason: "interface is NULL or empty")
+                    }
+                    guard let mac = statement.withBlob(2, { $0.flatMap { MACAddress(bytes: $0) } }) else {
+                        throw RecordCoding.Failure(reason: "mac is not 6 bytes")
+                    }
+                    let learned = try statement.withBlob(3) { (blob) throws(RecordCoding.Failure) in
+                        try statement.withBlob(4) { (heard) throws(RecordCoding.Failure) in
+                            guard let blob, let heard else {
+                                throw RecordCoding.Failure(reason: "records or heard is NULL")
+                            }
+                            return try RecordCoding.decodeLearned(records: blob, heard: heard)
+                        }
+                    }
+                    records[OwnerKey(interface: InterfaceName(interface), primaryMAC: mac)] = learned
+                } catch {
+                    problems.append(
+                        "learned row \(statement.int64(0)) (\(Self.rowName(statement))): \(error.reason); learned again when the host next announces"
+                    )
+                }
+            }
+            return LoadedLearned(records: records, problems: problems)
         }
     }
 
@@ -527,18 +604,29 @@ public final class LeaseStore: LeaseStoring {
                 try checkIdentity(version: version, tables: tables, path: connection.path)
                 if version == 0 {
                     for statement in SQL.schema { try connection.execute(statement) }
-                } else if version == 1 {
-                    for statement in SQL.migrationFrom1 { try connection.execute(statement) }
+                } else {
+                    if version == 1 {
+                        for statement in SQL.migrationFrom1 { try connection.execute(statement) }
+                    }
+                    if version <= 2 {
+                        for statement in SQL.migrationFrom2 { try connection.execute(statement) }
+                    }
                 }
                 try connection.execute("PRAGMA user_version = \(schemaVersion)")
             }
         }
     }
 
-    /// The statements the store runs name every column it uses: a table without one is not the store's. A
-    /// version-1 store is checked against the columns it had, before anything is added to it.
+    /// The statements the store runs name every column it uses: a table without one is not the store's. An older
+    /// store is checked against the columns it had, before anything is added to it.
     private static func checkColumns(_ connection: Connection, version: Int64) throws(LeaseStoreError) {
-        for sql in version == 1 ? SQL.usedInVersion1 : SQL.used {
+        let used =
+            switch version {
+            case 1: SQL.usedInVersion1
+            case 2: SQL.usedInVersion2
+            default: SQL.used
+            }
+        for sql in used {
             do {
                 _ = try connection.prepared(sql)
             } catch {
@@ -653,7 +741,11 @@ private enum SQL {
         SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name
         """
     /// Every statement that names columns, prepared at open to check the tables.
-    static var used: [String] { [upsertOwner, deleteOwner, selectOwners, updateWake, insertEvent, selectNewestEvents] }
+    static var used: [String] { usedInVersion2 + [upsertLearned, deleteLearned, selectLearned] }
+    /// The columns of a version-2 store, checked before it is migrated.
+    static var usedInVersion2: [String] {
+        [upsertOwner, deleteOwner, selectOwners, updateWake, insertEvent, selectNewestEvents]
+    }
     /// The columns of a version-1 store, checked before it is migrated.
     static var usedInVersion1: [String] {
         [
@@ -698,7 +790,22 @@ private enum SQL {
             detail TEXT NOT NULL
         )
         """,
+        createLearned,
     ]
+
+    /// The records learned from each declared host (`RecordCoding.encode(_:)`): a row per host that has some.
+    static let createLearned = """
+        CREATE TABLE learned (
+            interface TEXT NOT NULL,
+            mac BLOB NOT NULL,
+            records BLOB NOT NULL,
+            heard BLOB NOT NULL,
+            PRIMARY KEY (interface, mac)
+        )
+        """
+
+    /// Version 2 to 3: the learned records, none yet.
+    static let migrationFrom2 = [createLearned]
 
     /// Version 1 to 2: the wake in progress, NULL (none) in every row.
     static let migrationFrom1 = [
@@ -729,6 +836,12 @@ private enum SQL {
         UPDATE owners SET wake_reason = ?3, wake_rounds = ?4, wake_goodbyes = ?5, wake_next = ?6, wake_withdrawn = ?7
         WHERE interface = ?1 AND primary_mac = ?2
         """
+    static let upsertLearned = """
+        INSERT INTO learned (interface, mac, records, heard) VALUES (?1, ?2, ?3, ?4)
+        ON CONFLICT (interface, mac) DO UPDATE SET records = excluded.records, heard = excluded.heard
+        """
+    static let deleteLearned = "DELETE FROM learned WHERE interface = ?1 AND mac = ?2"
+    static let selectLearned = "SELECT rowid, interface, mac, records, heard FROM learned ORDER BY interface, mac"
     static let insertEvent = """
         INSERT INTO events (time, kind, interface, owner, source, reason, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
         """

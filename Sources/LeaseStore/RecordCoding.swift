@@ -47,17 +47,7 @@ enum RecordCoding {
     static func decode(
         records: UnsafeRawBufferPointer, times: UnsafeRawBufferPointer, ownerRegisteredAt: UnixTime
     ) throws(Failure) -> HeldRecords {
-        let message: DNSMessage
-        do {
-            message = try DNSMessage(decoding: records)
-        } catch {
-            throw Failure(reason: "records blob does not decode: \(error)")
-        }
-        guard message.questions.isEmpty, message.authorities.isEmpty, message.additionals.isEmpty else {
-            throw Failure(
-                reason: "records blob holds \(message.questions.count)/\(message.authorities.count)/"
-                    + "\(message.additionals.count) questions/authorities/additionals, expected only answers")
-        }
+        let message = try decodeMessage(records)
         var reader = TimesReader(bytes: times)
         guard let format = reader.byte(), format == timesFormat else {
             throw Failure(reason: "record_times blob does not start with format byte \(timesFormat)")
@@ -86,6 +76,22 @@ enum RecordCoding {
                     + "\(message.answers.count) records")
         }
         return HeldRecords(message.answers, times: times)
+    }
+
+    /// The message a records blob holds: answers only.
+    static func decodeMessage(_ records: UnsafeRawBufferPointer) throws(Failure) -> DNSMessage {
+        let message: DNSMessage
+        do {
+            message = try DNSMessage(decoding: records)
+        } catch {
+            throw Failure(reason: "records blob does not decode: \(error)")
+        }
+        guard message.questions.isEmpty, message.authorities.isEmpty, message.additionals.isEmpty else {
+            throw Failure(
+                reason: "records blob holds \(message.questions.count)/\(message.authorities.count)/"
+                    + "\(message.additionals.count) questions/authorities/additionals, expected only answers")
+        }
+        return message
     }
 
     @inline(__always)
@@ -134,5 +140,52 @@ private struct TimesReader {
             shift += 7
         }
         return nil
+    }
+}
+
+/// How a declared host's learned records are kept in its row of `learned`.
+///
+/// `records` holds them as an owner's are (one DNS message, the records as answers); `heard` holds, per record in
+/// the same order, when the host last sent it. Layout (format 1): one format byte `0x01`, then per record a zigzag
+/// varint of nanoseconds relative to the previous record's time (to 0 for the first).
+extension RecordCoding {
+    static let heardFormat: UInt8 = 1
+
+    static func encode(_ learned: [LearnedRecord]) throws(DNSWireError) -> (records: [UInt8], heard: [UInt8]) {
+        let message = DNSMessage(id: 0, flags: DNSFlags(rawValue: 0), answers: learned.map(\.record))
+        var heard: [UInt8] = [heardFormat]
+        heard.reserveCapacity(1 + learned.count * 9)
+        var previous: Int64 = 0
+        for record in learned {
+            appendVarint(&heard, zigzag(record.heard.nanoseconds &- previous))
+            previous = record.heard.nanoseconds
+        }
+        return (try message.encoded(compression: .all), heard)
+    }
+
+    /// The learned records of a row, or a failure naming the blob and what was wrong with it.
+    static func decodeLearned(
+        records: UnsafeRawBufferPointer, heard: UnsafeRawBufferPointer
+    ) throws(Failure) -> [LearnedRecord] {
+        let message = try decodeMessage(records)
+        var reader = TimesReader(bytes: heard)
+        guard let format = reader.byte(), format == heardFormat else {
+            throw Failure(reason: "heard blob does not start with format byte \(heardFormat)")
+        }
+        var learned: [LearnedRecord] = []
+        learned.reserveCapacity(message.answers.count)
+        var time: Int64 = 0
+        for (index, record) in message.answers.enumerated() {
+            guard let delta = reader.varint() else {
+                throw Failure(reason: "heard blob ends at record \(index), expected times for \(message.answers.count)")
+            }
+            time = time &+ unzigzag(delta)
+            learned.append(LearnedRecord(record: record, heard: UnixTime(nanoseconds: time)))
+        }
+        guard reader.atEnd else {
+            throw Failure(
+                reason: "heard blob has \(reader.remaining) bytes after the times of \(message.answers.count) records")
+        }
+        return learned
     }
 }

@@ -35,8 +35,11 @@ extension SleepProxyCore {
         }
         hosts.moveProbeEnds(by: step)
         for key in declared.keys {
-            declared[key]?.liveness.moveTimes(by: step)
-            declared[key]?.records.moveTimes(by: step)
+            guard var watch = declared[key] else { continue }
+            watch.liveness.moveTimes(by: step)
+            watch.records.moveTimes(by: step)
+            watch.checkAt = watch.checkAt.map(moved)
+            declared[key] = watch
         }
         schedule.clockStepped(by: step)
         for interface in advertisements.interfaces {

@@ -160,6 +160,12 @@ struct DeclaredWatch: Hashable, Sendable {
     var learned: [IPAddress] = []
     /// The mDNS records it sent while awake, when its declaration learns them (`LearnedRecords.swift`).
     var records = LearnedRecords()
+    /// The version of `records` the lease store holds (`SleepProxyCore.saveLearned`).
+    var saved = LearnedRecords.Version()
+    /// When its learned records are next looked over (records not sent for a week forgotten, the times they
+    /// were sent saved): hourly while its declaration learns them, never otherwise.
+    var checkAt: UnixTime?
+    static let checkInterval: Duration = .seconds(3_600)
     /// When a record it sent was last refused (not its own, or over the limit) in a log line: one a minute.
     var refusalLogged: UnixTime?
     /// Why the host, found asleep, is not held (its own registration holds it, no address to take over).
@@ -216,23 +222,38 @@ public struct DeclaredStatus: Hashable, Sendable {
     public var learnedRecordCount: Int
 }
 
-/// Declared hosts: watching them, taking them over when they fall silent, letting go when they speak. Nothing of
-/// them is stored: the configuration brings them back at start, counted awake, and a sleeping one is found asleep
-/// again within a minute.
+/// Declared hosts: watching them, taking them over when they fall silent, letting go when they speak. They are not
+/// stored as held hosts: the configuration brings them back at start, counted awake, and a sleeping one is found
+/// asleep again within a minute. What they announced while awake is stored (`saveLearned`), and comes back with
+/// them: a host asleep when the proxy restarts is held with it.
 extension SleepProxyCore {
     // MARK: Watching
 
     /// Brings the watched hosts in line with the configuration: new ones are watched from `now` (counted awake),
-    /// changed ones start again (let go of first, if held), removed ones are let go of.
-    mutating func syncDeclared(now: UnixTime) -> [Action] {
+    /// changed ones start again (let go of first, if held), removed ones are let go of, and the learned records of
+    /// removed ones, or of ones that no longer learn, are deleted from the lease store. At start, `restoring` is
+    /// what the store kept of what each host announced: a new host that learns starts with it, less what was not
+    /// sent for a week (`LearnedRecords.forgetAfter`); what is kept for a host not declared, or that does not
+    /// learn, is deleted.
+    mutating func syncDeclared(now: UnixTime, restoring stored: [OwnerKey: [LearnedRecord]] = [:]) -> [Action] {
         var actions: [Action] = []
         var wanted: [OwnerKey: DeclaredHost] = [:]
         for host in configuration.declaredHosts where wanted[host.key] == nil { wanted[host.key] = host }
         let before = declaredSources
         for key in declared.keys.sorted() where wanted[key] == nil {
             actions += letGoOfDeclared(key, why: "it is no longer declared in the configuration", now: now)
+            if declared[key]?.host.learnsRecords == true { actions.append(.store(.saveLearned(key, []))) }
             declared[key] = nil
             actions.append(.log(.info, "stopped watching \(key)"))
+        }
+        for (key, records) in stored.sorted(by: { $0.key < $1.key })
+        where wanted[key]?.learnsRecords != true && !records.isEmpty {
+            actions.append(.store(.saveLearned(key, [])))
+            actions.append(
+                .log(
+                    .info,
+                    "forgot the \(records.count) records learned from \(key): \(wanted[key] == nil ? "it is no longer declared" : "its declaration no longer learns them")"
+                ))
         }
         for (key, host) in wanted.sorted(by: { $0.key < $1.key }) {
             if let watch = declared[key] {
@@ -240,11 +261,21 @@ extension SleepProxyCore {
                 actions += letGoOfDeclared(key, why: "its declaration changed", now: now)
                 var renewed = DeclaredWatch(host: host, liveness: Liveness(now: now))
                 if host.learnsAddresses { renewed.learned = watch.learned }
-                if host.learnsRecords { renewed.records = watch.records }
+                if host.learnsRecords {
+                    renewed.records = watch.records
+                    renewed.saved = watch.saved
+                    renewed.checkAt = watch.checkAt ?? now + DeclaredWatch.checkInterval
+                } else if watch.host.learnsRecords {
+                    actions.append(.store(.saveLearned(key, [])))
+                }
                 declared[key] = renewed
                 actions.append(.log(.info, "declared host \(host.name) (\(key)) changed; watching it afresh"))
             } else {
-                declared[key] = DeclaredWatch(host: host, liveness: Liveness(now: now))
+                let new = newWatch(of: host, restoring: stored[key], now: now)
+                declared[key] = new.watch
+                actions += new.restored
+                // The store follows what the restore left out.
+                actions += saveLearned(of: key, heardToo: false)
                 actions.append(
                     .log(
                         .info,
@@ -259,6 +290,38 @@ extension SleepProxyCore {
             actions.append(.watchSources(interface, after[interface] ?? []))
         }
         return actions
+    }
+
+    /// The watch of a host newly declared, counted awake from `now`. At start, `kept` is what the lease store kept of
+    /// what it announced: it starts with that, less what was not sent for a week, and with the addresses of its
+    /// address records (a host declared by its MAC alone is taken over at them, though it sleeps and sends
+    /// nothing). `restored` says so in the log.
+    private func newWatch(
+        of host: DeclaredHost, restoring kept: [LearnedRecord]?, now: UnixTime
+    ) -> (watch: DeclaredWatch, restored: [Action]) {
+        var watch = DeclaredWatch(host: host, liveness: Liveness(now: now))
+        guard host.learnsRecords else { return (watch, []) }
+        watch.checkAt = now + DeclaredWatch.checkInterval
+        guard let kept else { return (watch, []) }
+        watch.records = LearnedRecords(
+            restoring: kept, forgettingBefore: now - LearnedRecords.forgetAfter,
+            limit: configuration.maximumRecordsPerOwner)
+        if host.learnsAddresses, let link = links[host.interface] {
+            for record in watch.records.records where record.type == .a || record.type == .aaaa {
+                guard let address = record.ownAddress, link.isOnLink(address) else { continue }
+                watch.learn(address)
+            }
+        }
+        let left = kept.count - watch.records.count
+        return (
+            watch,
+            [
+                .log(
+                    .info,
+                    "declared host \(host.name) (\(host.key)): \(watch.records.count) records learned before the restart\(left > 0 ? ", \(left) more forgotten (not sent for a week, or over the limit)" : "")"
+                )
+            ]
+        )
     }
 
     /// The MACs of declared hosts per interface: the capture must see their frames.
@@ -281,7 +344,7 @@ extension SleepProxyCore {
     var declaredDeadline: UnixTime? {
         var earliest: UnixTime?
         for watch in declared.values {
-            for due in [watch.liveness.deadline, watch.retryAt].compactMap(\.self)
+            for due in [watch.liveness.deadline, watch.retryAt, watch.checkAt].compactMap(\.self)
             where earliest.map({ due < $0 }) ?? true {
                 earliest = due
             }
@@ -314,10 +377,12 @@ extension SleepProxyCore {
         }
         let withdrawn = watch.records.confirmGoodbyes(by: now - DeclaredWatch.goodbyeGrace)
         declared[key] = watch
+        // The store follows the records withdrawn, whatever else hearing it does.
+        let saving = saveLearned(of: key, heardToo: false)
         let withdrawal: [Action] =
             withdrawn.isEmpty
-            ? []
-            : [
+            ? saving
+            : saving + [
                 .log(
                     .info,
                     "declared host \(watch.host.name) (\(key)) said goodbye to \(withdrawn.count) records and is still awake: they are withdrawn (\(withdrawn[0].name) \(withdrawn[0].type)...)"
@@ -332,10 +397,10 @@ extension SleepProxyCore {
             ]
         case .back:
             guard let host = hosts[key], host.isDeclared else {
-                return [.log(.info, "declared host \(watch.host.name) (\(key)) is awake again: \(what())")]
+                return saving + [.log(.info, "declared host \(watch.host.name) (\(key)) is awake again: \(what())")]
             }
             // The hand-back first: on an interface being removed, the last host's drop closes it.
-            return handBack(host.claimedAddresses, to: mac, on: interface)
+            return saving + handBack(host.claimedAddresses, to: mac, on: interface)
                 + drop(
                     key, reason: .released("declared host \(watch.host.name) is back: \(what()) from its MAC"),
                     now: now)
@@ -349,6 +414,7 @@ extension SleepProxyCore {
         guard let due = declaredDeadline, due <= now else { return [] }
         var actions: [Action] = []
         for key in declared.keys.sorted() {
+            actions += checkLearned(of: key, now: now)
             guard var watch = declared[key] else { continue }
             if let retry = watch.retryAt, retry <= now, watch.liveness.state == .asleep {
                 actions += takeOverDeclared(key, probes: 0, now: now)
@@ -363,6 +429,8 @@ extension SleepProxyCore {
             case .probe(let attempt):
                 actions += probeDeclared(watch, attempt: attempt)
             case .fellAsleep(let probes):
+                // What it announced is saved as it stands: it sends nothing more while it sleeps.
+                actions += saveLearned(of: key, heardToo: true)
                 actions += takeOverDeclared(key, probes: probes, now: now)
             case nil:
                 break
@@ -484,7 +552,7 @@ extension SleepProxyCore {
         guard watch.liveness.state == .asleep else { return [] }
         declared[key] = DeclaredWatch(
             host: watch.host, liveness: Liveness(now: now), learned: watch.learned, records: watch.records,
-            inUse: watch.inUse)
+            saved: watch.saved, checkAt: watch.checkAt, inUse: watch.inUse)
         return [.log(.info, "declared host \(watch.host.name) (\(key)) is watched afresh")]
     }
 

@@ -1,3 +1,4 @@
+public import DNSWire
 public import NetworkAddresses
 
 /// Why a registration datagram was refused. Refusals are silent on the wire (Macs ignore RCODE and would sleep
@@ -177,4 +178,22 @@ public enum StoreChange: Hashable, Sendable {
     case appendEvent(Event)
     /// Keep how far a held owner's wake has gone (nil: it has none), so that a restart continues it.
     case saveWake(OwnerKey, StoredWake?)
+    /// Replace the records learned from the declared host of the key (`LearnedRecords`) with these, in order;
+    /// none deletes them. Declared hosts are not stored, but what they announced while awake is: a host asleep
+    /// when the proxy restarts cannot announce it again.
+    case saveLearned(OwnerKey, [LearnedRecord])
+}
+
+/// A record a declared host sent about itself while awake, and when it last sent it: what the lease store keeps
+/// of what was learned from it (`StoreChange.saveLearned`).
+public struct LearnedRecord: Hashable, Sendable {
+    /// As the host last sent it (TTL and cache-flush bit included).
+    public var record: DNSRecord
+    /// When the host last sent it.
+    public var heard: UnixTime
+
+    public init(record: DNSRecord, heard: UnixTime) {
+        self.record = record
+        self.heard = heard
+    }
 }

@@ -13,7 +13,21 @@ import NetworkAddresses
 /// A goodbye (TTL 0) does not remove a record at once: it is withdrawn, pending, until the host is either found
 /// asleep (the goodbye was its sleep burst: the record stays, `keepWithdrawn`) or heard from again a while later
 /// (the goodbye stands: `confirmGoodbyes`). See `DeclaredWatch.goodbyeGrace`.
+///
+/// The lease store keeps a copy (`StoreChange.saveLearned`), so that a host asleep when the proxy restarts is held
+/// with them; `version` says when that copy is behind. A record not sent for `forgetAfter` is forgotten.
 struct LearnedRecords: Hashable, Sendable {
+    /// How long a record the host no longer sends is kept: a week.
+    static let forgetAfter: Duration = .seconds(7 * 24 * 3_600)
+
+    /// Counts of the changes made, for the lease store's copy (`DeclaredWatch.saved`): `records` counts a record
+    /// kept, removed, or sent with other data than it was kept with (TTL, cache-flush bit, the case of its name);
+    /// `heard` counts every record sent, and a clock step (which moves when each was sent).
+    struct Version: Hashable, Sendable {
+        var records: UInt64 = 0
+        var heard: UInt64 = 0
+    }
+
     struct Entry: Hashable, Sendable {
         /// As the host last sent it.
         var record: DNSRecord
@@ -29,6 +43,25 @@ struct LearnedRecords: Hashable, Sendable {
     /// How many kept unique records have each name, lower case: the names the host claims as its own.
     private var uniqueNames: [DNSName: Int] = [:]
     private var nextOrder: UInt64 = 0
+    private(set) var version = Version()
+
+    init() {}
+
+    /// The records the lease store kept (`stored`), at most `limit`, without those sent before `cutoff`. What is
+    /// left out counts as a change, so that the store follows.
+    init(restoring saved: [LearnedRecord], forgettingBefore cutoff: UnixTime, limit: Int) {
+        for learned in saved {
+            let identity = RecordIdentity(learned.record)
+            guard learned.heard >= cutoff, learned.record.ttl > 0, entries.count < limit, entries[identity] == nil
+            else {
+                version.records += 1
+                continue
+            }
+            entries[identity] = Entry(record: learned.record, order: nextOrder, heard: learned.heard)
+            nextOrder += 1
+            if learned.record.cacheFlush { count(learned.record.name, by: 1) }
+        }
+    }
 
     var count: Int { entries.count }
     var isEmpty: Bool { entries.isEmpty }
@@ -36,6 +69,11 @@ struct LearnedRecords: Hashable, Sendable {
     /// The records, in the order they were first kept.
     var records: [DNSRecord] {
         entries.values.sorted { $0.order < $1.order }.map(\.record)
+    }
+
+    /// The records with when each was last sent, in the order they were first kept: what the lease store keeps.
+    var stored: [LearnedRecord] {
+        entries.values.sorted { $0.order < $1.order }.map { LearnedRecord(record: $0.record, heard: $0.heard) }
     }
 
     /// The records the host said goodbye to and has not sent again.
@@ -72,8 +110,10 @@ struct LearnedRecords: Hashable, Sendable {
             return .withdrawn
         }
         if record.cacheFlush { flush(namesakesOf: record, before: now - .seconds(1)) }
+        version.heard += 1
         if var entry = entries[identity] {
             let wasUnique = entry.record.cacheFlush
+            if entry.record != record { version.records += 1 }
             entry.record = record
             entry.heard = now
             entry.goodbye = nil
@@ -86,6 +126,7 @@ struct LearnedRecords: Hashable, Sendable {
         guard entries.count < limit else { return .overLimit }
         entries[identity] = Entry(record: record, order: nextOrder, heard: now)
         nextOrder += 1
+        version.records += 1
         if record.cacheFlush { count(record.name, by: 1) }
         return .learned
     }
@@ -99,6 +140,13 @@ struct LearnedRecords: Hashable, Sendable {
         return gone.values.sorted { $0.order < $1.order }.map(\.record)
     }
 
+    /// Forgets the records last sent before `cutoff` (`forgetAfter` ago); returns how many.
+    mutating func forget(sentBefore cutoff: UnixTime) -> Int {
+        let stale = entries.filter { $0.value.heard < cutoff }
+        for (identity, entry) in stale { remove(identity, entry) }
+        return stale.count
+    }
+
     /// The host was found asleep: the goodbyes it said were its sleep burst, and their records stay.
     mutating func keepWithdrawn() {
         for (identity, entry) in entries where entry.goodbye != nil {
@@ -109,6 +157,8 @@ struct LearnedRecords: Hashable, Sendable {
     /// The clock stepped by `step`: when each record was sent and said goodbye to moves with it, so that a step
     /// neither makes a goodbye stand nor a record older than it is.
     mutating func moveTimes(by step: Duration) {
+        guard !entries.isEmpty else { return }
+        version.heard += 1
         entries = entries.mapValues { entry in
             var moved = entry
             moved.heard = entry.heard + step
@@ -130,6 +180,7 @@ struct LearnedRecords: Hashable, Sendable {
 
     private mutating func remove(_ identity: RecordIdentity, _ entry: Entry) {
         entries[identity] = nil
+        version.records += 1
         if entry.record.cacheFlush { count(entry.record.name, by: -1) }
     }
 
@@ -253,7 +304,50 @@ extension SleepProxyCore {
                 ))
         }
         declared[key] = watch
-        return actions
+        return actions + saveLearned(of: key, heardToo: false)
+    }
+
+    /// The lease store's copy of the records learned from the declared host of `key`, if it is behind: at once when
+    /// a record was kept, removed or sent with other data, and when only the times they were sent changed, if
+    /// `heardToo` (on the hourly check, `checkLearned`, and when the host is found asleep). So a host that repeats
+    /// its records costs a write an hour at most, not one per announcement.
+    mutating func saveLearned(of key: OwnerKey, heardToo: Bool) -> [Action] {
+        guard var watch = declared[key], watch.host.learnsRecords else { return [] }
+        let version = watch.records.version
+        guard version.records != watch.saved.records || (heardToo && version.heard != watch.saved.heard) else {
+            return []
+        }
+        watch.saved = version
+        declared[key] = watch
+        return [.store(.saveLearned(key, watch.records.stored))]
+    }
+
+    /// The hourly look over the records learned from the declared host of `key`, when it is due: those it has not
+    /// sent for a week (`LearnedRecords.forgetAfter`) are forgotten (a host held already keeps the records it was
+    /// taken over with), and the store follows, with the times the others were last sent.
+    mutating func checkLearned(of key: OwnerKey, now: UnixTime) -> [Action] {
+        guard var watch = declared[key], let due = watch.checkAt, due <= now else { return [] }
+        watch.checkAt = now + DeclaredWatch.checkInterval
+        let forgotten = watch.records.forget(sentBefore: now - LearnedRecords.forgetAfter)
+        declared[key] = watch
+        let saved = saveLearned(of: key, heardToo: true)
+        guard forgotten > 0 else { return saved }
+        return saved + [
+            .log(
+                .info,
+                "declared host \(watch.host.name) (\(key)): forgot \(forgotten) learned records it has not sent for a week"
+            )
+        ]
+    }
+
+    /// What the lease store should hold of the records learned from each declared host, for a store that fell
+    /// behind: those of every host that learns and has some.
+    public var storedLearned: [OwnerKey: [LearnedRecord]] {
+        var stored: [OwnerKey: [LearnedRecord]] = [:]
+        for (key, watch) in declared where watch.host.learnsRecords && !watch.records.isEmpty {
+            stored[key] = watch.records.stored
+        }
+        return stored
     }
 
     /// Whether `record`, sent by the declared host of `key` from its own MAC, is its own to keep: its host name's

@@ -47,9 +47,10 @@ public struct SleepProxyCore: Sendable {
     }
 
     /// Starts watching the declared hosts of the configuration, counted awake from `now` (at start-up, once the
-    /// links are set).
-    public mutating func watchDeclaredHosts(now: UnixTime) -> [Action] {
-        syncDeclared(now: now)
+    /// links are set), each with the records the lease store kept of what it announced (`learned`, saved through
+    /// `StoreChange.saveLearned`): a host found asleep is held with them (`Declared.swift`).
+    public mutating func watchDeclaredHosts(now: UnixTime, learned: [OwnerKey: [LearnedRecord]] = [:]) -> [Action] {
+        syncDeclared(now: now, restoring: learned)
     }
 
     /// Serves `link`, or updates what is known of it (its addresses changed).

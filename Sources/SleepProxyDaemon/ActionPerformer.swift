@@ -109,7 +109,7 @@ public struct ActionPerformer {
                     report.heldChanged = true
                 case .appendEvent(let event):
                     if event.kind == .asleep || event.kind == .released { report.heldChanged = true }
-                case .saveWake:
+                case .saveWake, .saveLearned:
                     break
                 }
             case .reply:

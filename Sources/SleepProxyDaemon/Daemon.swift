@@ -148,10 +148,15 @@ public final class Daemon: @unchecked Sendable {
         if let stored = try? store.events(limit: configuration.eventHistoryLimit) {
             for event in stored.events { history.note(event.event) }
         }
+        // What declared hosts announced before the restart: one asleep now cannot announce it again.
+        let learned = try store.loadLearned()
+        for problem in learned.problems {
+            logger.error("lease store: \(problem)")
+        }
         for owner in loaded.owners { history.remember(owner) }
         perform(core.restore(loaded.owners, wakes: loaded.wakes, now: now()))
         retireUnconfiguredInterfaces()
-        perform(core.watchDeclaredHosts(now: now()))
+        perform(core.watchDeclaredHosts(now: now(), learned: learned.records))
         logger.info(
             "sleepproxyd \(SleepProxyVersion.string) on \(configuration.interfaces.joined(separator: ", ")), registrations on UDP port \(configuration.registrationPort), state in \(configuration.stateDirectory)\(configuration.controlSocket.map { ", control socket \($0)" } ?? "")"
         )

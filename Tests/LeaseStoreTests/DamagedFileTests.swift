@@ -156,14 +156,15 @@ struct DamagedFileTests {
     @Test func newerSchemaIsRefusedUntouchedEvenUnderSetAside() throws {
         try withTemporaryDirectory { directory in
             try LeaseStore(directory: directory).apply([.saveOwner(smallOwner(1))])
-            try executeRawSQL("PRAGMA user_version = 3", inDirectory: directory)
+            let newer = LeaseStore.schemaVersion + 1
+            try executeRawSQL("PRAGMA user_version = \(newer)", inDirectory: directory)
             let path = directory + "/leases.sqlite"
             let bytes = try #require(Self.contents(path))
             let error = #expect(throws: LeaseStoreError.self) {
                 try LeaseStore(directory: directory, configuration: .init(damagedFile: .setAside))
             }
             #expect(error?.kind == .newerSchema)
-            #expect(error?.reason.contains("schema version 3") == true)
+            #expect(error?.reason.contains("schema version \(newer)") == true)
             #expect(error?.reason.contains("left untouched") == true)
             #expect(Self.contents(path) == bytes)
             #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["leases.sqlite"])

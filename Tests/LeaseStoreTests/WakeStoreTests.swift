@@ -4,7 +4,7 @@ import NetworkAddresses
 import SleepProxyCore
 import Testing
 
-/// The wake in progress kept with its owner, and version-1 stores (which had no wakes) brought to version 2.
+/// The wake in progress kept with its owner, and version-1 stores (which had no wakes) brought to the current version.
 @Suite struct WakeStoreTests {
     static let wake = StoredWake(
         rounds: 4, goodbyes: 0, next: baseTime + .seconds(8), reason: "TCP SYN from 10.77.0.3:50000 to 10.77.0.2",
@@ -58,6 +58,7 @@ import Testing
             let events = (0..<5).map { makeEvent($0) }
             try LeaseStore(directory: directory).apply(owners.map { .saveOwner($0) } + events.map { .appendEvent($0) })
             // Back to version 1: the same file as version 1 wrote it.
+            try executeRawSQL("DROP TABLE learned", inDirectory: directory)
             for column in ["wake_reason", "wake_rounds", "wake_goodbyes", "wake_next", "wake_withdrawn"] {
                 try executeRawSQL("ALTER TABLE owners DROP COLUMN \(column)", inDirectory: directory)
             }

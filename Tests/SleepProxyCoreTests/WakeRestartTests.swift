@@ -23,7 +23,7 @@ struct WakeRestartTests {
                 case .removeOwner(let key):
                     owners[key] = nil
                     wakes[key] = nil
-                case .appendEvent: break
+                case .appendEvent, .saveLearned: break
                 case .saveWake(let key, let wake): if owners[key] != nil { wakes[key] = wake }
                 }
             }

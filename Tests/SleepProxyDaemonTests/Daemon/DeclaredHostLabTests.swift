@@ -154,6 +154,56 @@ struct DeclaredHostLabTests {
         }
     }
 
+    /// Declared by its MAC alone, a sleeper running avahi is held with what avahi announced, and still so after a
+    /// restart of the proxy while it sleeps: the learned records come back from the lease store, with the address
+    /// to take over, though the sleeper sends nothing more.
+    @Test(.requiresLab(tools: ["avahi-daemon", "dbus-daemon"]))
+    func whatASleeperAnnouncedIsAnsweredAfterARestartWhileItSleeps() async throws {
+        try await Lab.withLab { lab in
+            let sleeper = lab.host(.sleeper)
+            let path = lab.workDirectory + "/sleepproxy.toml"
+            try """
+            [hosts.sleeper]
+            mac = "\(sleeper.macString)"
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+            let state = lab.workDirectory + "/state"
+            let first = try RegistrationDaemonLabTests().startDaemon(
+                lab, state: state, extraArguments: ["--config", path])
+            defer { first.signal(SIGTERM) }
+            let avahi = try await lab.startAvahi(
+                on: .sleeper, hostName: "sleeper",
+                services: [AvahiService(name: "Sleeper Files", type: "_smb._tcp", port: 445)])
+            defer { avahi.stop(graceful: false) }
+            let instance: DNSName = "Sleeper Files._smb._tcp.local."
+            // Its service is out on the link (avahi answers for it itself).
+            _ = try await eventually("avahi answering for its service", within: .seconds(10)) {
+                let answers = try await lab.multicastQuery(from: .waker, name: "_smb._tcp.local", type: "PTR")
+                return answers.contains { $0.answers("_smb._tcp.local.", .ptr) && $0.source == sleeper.ipv4 }
+                    ? true : nil
+            }
+
+            // It suspends: its responder stops where it is (no goodbyes), its addresses go.
+            avahi.freeze()
+            try lab.sleep(.sleeper)
+            try await first.waitUntilLogged("learned from its announcements", "the take-over", within: .seconds(40))
+            first.signal(SIGTERM)
+            #expect(first.wait(timeout: .seconds(10)) == 0, "\(first.stderr)")
+
+            let second = try RegistrationDaemonLabTests().startDaemon(
+                lab, state: state, extraArguments: ["--config", path])
+            defer { second.signal(SIGTERM) }
+            #expect(second.stderr.contains("records learned before the restart"), "\(second.stderr)")
+            try await second.waitUntilLogged(
+                "took over \(sleeper.ipv4)", "the take-over after the restart", within: .seconds(40))
+            #expect(second.stderr.contains("learned from its announcements"), "\(second.stderr)")
+            let asleep = try await lab.multicastQuery(from: .waker, name: "_smb._tcp.local", type: "PTR")
+            let answered = asleep.filter { $0.answers("_smb._tcp.local.", .ptr) }
+            #expect(answered.contains { $0.source == lab.host(.proxy).ipv4 }, "\(asleep)")
+            let records = answered.compactMap { try? DNSMessage(decoding: $0.bytes) }.flatMap(\.answers)
+            #expect(records.contains { $0.rdata == .ptr(instance) }, "the exact instance name: \(records)")
+        }
+    }
+
     /// A declared host that stays awake is never claimed, and all it costs is one probe per quiet spell.
     @Test func aDeclaredHostThatNeverSleepsIsNeverClaimedAndCostsOnlyItsProbes() async throws {
         try await Lab.withLab { lab in

@@ -1,3 +1,4 @@
+import DNSWire
 import LeaseStore
 import Logging
 import NetworkAddresses
@@ -16,6 +17,8 @@ import Testing
     final class RecordingStore: LeaseStoring, @unchecked Sendable {
         let journal: Journal
         var fails = false
+        /// Every change committed, in order.
+        var committed: [StoreChange] = []
         init(journal: Journal) { self.journal = journal }
         func apply(_ changes: [StoreChange]) throws {
             if fails {
@@ -23,6 +26,7 @@ import Testing
                 throw CommitFailure()
             }
             journal.entries.append("commit \(changes.count)")
+            committed += changes
         }
         func loadOwners() throws -> LoadedOwners { LoadedOwners(owners: [], problems: []) }
     }
@@ -168,6 +172,30 @@ import Testing
         Event(time: UnixTime(nanoseconds: 0), kind: kind, interface: "eth0", detail: "")
     }
 
+    static let learned = [
+        LearnedRecord(
+            record: DNSRecord(
+                name: "Annas-iMac.local.", ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 0, 0, 7))),
+            heard: UnixTime(seconds: 1_900_000_000))
+    ]
+
+    /// The records learned from a declared host are committed with the other store changes of their batch, in
+    /// their order, after what goes on the wire and before a reply; they change nothing held.
+    @Test func learnedRecordsAreCommittedWithTheBatch() {
+        let journal = Journal()
+        let store = RecordingStore(journal: journal)
+        let actions: [Action] = [
+            .store(.saveLearned(Self.owner.key, Self.learned)), .reply(reply), .injectFrame("eth0", [1]),
+            .store(.saveLearned(Self.owner.key, [])),
+        ]
+        let report = performer(
+            journal, store: store, effects: ["eth0": RecordingEffects(journal: journal, name: "eth0")]
+        ).perform(actions)
+        #expect(report.committed && !report.heldChanged && report.ownersSaved.isEmpty)
+        #expect(journal.entries == ["eth0 inject 1", "commit 2", "eth0 reply"])
+        #expect(store.committed == [.saveLearned(Self.owner.key, Self.learned), .saveLearned(Self.owner.key, [])])
+    }
+
     /// What the report says was held, saved and changed, one row per kind of store change or event: the daemon
     /// reports its status from this, never from the actions.
     @Test(arguments: [
@@ -177,6 +205,7 @@ import Testing
         ([.store(.appendEvent(event(.released)))], true, 0),
         ([.store(.appendEvent(event(.registered)))], false, 0),
         ([.store(.saveWake(owner.key, nil))], false, 0),
+        ([.store(.saveLearned(owner.key, learned))], false, 0),
         ([.injectFrame("eth0", [1])], false, 0),
     ])
     func theReportSaysWhetherWhatIsHeldChanged(_ actions: [Action], _ heldChanged: Bool, _ saved: Int) {

@@ -1,3 +1,4 @@
+import DNSWire
 import LeaseStore
 import NetworkAddresses
 import SleepProxyCore
@@ -30,6 +31,31 @@ import Testing
             difference.changes == [
                 .saveOwner(Self.owner(1, sequence: 2)), .saveOwner(Self.owner(4)), .removeOwner(Self.owner(2).key),
                 .saveWake(Self.owner(3).key, nil), .saveWake(Self.owner(4).key, Self.wake),
+            ])
+    }
+
+    static func learned(_ ttl: UInt32) -> [LearnedRecord] {
+        [
+            LearnedRecord(
+                record: DNSRecord(name: "nas.local.", ttl: ttl, cacheFlush: true, rdata: .a(IPv4Address(10, 0, 0, 9))),
+                heard: UnixTime(seconds: 1_900_000_000))
+        ]
+    }
+
+    /// Learned records the store lacks or has otherwise are saved; those of a host the core no longer learns from
+    /// are deleted; those in step are left alone.
+    @Test func theDifferenceSavesAndDeletesLearnedRecords() {
+        let stored = LoadedOwners(owners: [], problems: [])
+        let keys = (1...4).map { Self.owner($0).key }
+        let difference = StoreCatchUp.difference(
+            stored: stored, held: [], wakes: [:],
+            storedLearned: [keys[0]: Self.learned(120), keys[1]: Self.learned(120), keys[3]: Self.learned(120)],
+            learned: [keys[0]: Self.learned(120), keys[1]: Self.learned(4_500), keys[2]: Self.learned(120)])
+        #expect(!difference.isEmpty)
+        #expect(
+            difference.changes == [
+                .saveLearned(keys[1], Self.learned(4_500)), .saveLearned(keys[2], Self.learned(120)),
+                .saveLearned(keys[3], []),
             ])
     }
 
