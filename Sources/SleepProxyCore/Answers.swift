@@ -19,6 +19,15 @@ extension SleepProxyCore {
             actions.append(.log(.debug, "mDNS from \(packet.source) on \(packet.interface) ignored: \(error)"))
             return actions
         }
+        if let mac = foreignMAC(of: packet) {
+            let source = packet.source.address
+            if message.flags.isResponse, link.isOnLink(source), !source.isUnspecifiedOrMulticast {
+                seen.hearResponse(
+                    message.answers + message.additionals, from: mac, on: link.name, source: source, now: now)
+            } else {
+                hearSender(mac, using: source, on: link, now: now)
+            }
+        }
         if !declared.isEmpty, let mac = packet.sourceMAC {
             actions += hearDeclared(
                 mac, on: packet.interface, using: [packet.source.address],

@@ -52,6 +52,7 @@ extension SleepProxyCore {
             advertisements.set(copy, on: interface)
         }
         allowances.clockStepped(by: step)
+        seen.moveTimes(by: step)
         refreshAllHostDeadlines()
         let seconds = step.components.seconds
         actions.append(

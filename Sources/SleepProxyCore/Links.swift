@@ -66,6 +66,7 @@ extension SleepProxyCore {
         guard retiring.contains(interface), hosts.count(on: interface) == 0 else { return [] }
         retiring.remove(interface)
         links[interface] = nil
+        seen.remove(on: interface)
         hosts.forgetWatchedPrefixes(on: interface)
         schedule.updatePending({ _ in }, dropping: { $0.interface == interface })
         refreshAllHostDeadlines()

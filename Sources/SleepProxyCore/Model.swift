@@ -141,7 +141,7 @@ public struct Owner: Hashable, Sendable {
     }
 
     /// A name in presentation form without its trailing dot, as people write host names.
-    static func text(_ name: DNSName) -> String {
+    public static func text(_ name: DNSName) -> String {
         let text = name.description
         return text.count > 1 && text.hasSuffix(".") ? String(text.dropLast()) : text
     }

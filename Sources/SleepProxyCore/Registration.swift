@@ -462,6 +462,8 @@ extension SleepProxyCore {
         let owner = decision.owner
         // A declared hold of the host is dropped first: the event history says so before it says registered.
         let yielded = yieldDeclared(key, now: now)
+        let source = datagram.source.address
+        seen.registered(key, from: source, onLink: links[key.interface]?.isOnLink(source) ?? false, now: now)
         var actions: [Action] = []
         let id = decision.registration.message.id
         var registered = decision.previous?.registration ?? RegistrationState()

@@ -28,6 +28,8 @@ public struct SleepProxyCore: Sendable {
     var random: CoreRandom
     /// Hosts declared in the configuration, watched to know when each sleeps (`Declared.swift`).
     var declared: [OwnerKey: DeclaredWatch] = [:]
+    /// Every machine heard on the served links (`SeenMachines.swift`).
+    var seen = SeenMachines()
     /// What it has done so far, counted for the daemon's metrics.
     public internal(set) var statistics = CoreStatistics()
 

@@ -292,6 +292,7 @@ extension SleepProxyCore {
     mutating func receiveFrame(_ frame: EthernetFrame, on interface: InterfaceName, now: UnixTime) -> [Action] {
         var actions = expire(now: now)
         guard let link = links[interface] else { return actions }
+        hearSender(frame.header.source, using: Self.sourceAddresses(of: frame).first, on: link, now: now)
         // A declared host heard from first: if it is back, nothing of it is held when the frame is looked at.
         if !declared.isEmpty {
             actions += hearDeclared(
