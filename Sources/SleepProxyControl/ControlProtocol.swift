@@ -41,7 +41,7 @@ public enum ControlProtocol {
     }
 }
 
-/// What the client asks. `command` is one of `status`, `hosts`, `show`, `wake`, `forget`, `events`.
+/// What the client asks. `command` is one of `status`, `hosts`, `show`, `wake`, `forget`, `events`, `seen`.
 public struct ControlRequest: Codable, Hashable, Sendable {
     public struct Command: RawRepresentable, Codable, Hashable, Sendable, CustomStringConvertible {
         public var rawValue: String
@@ -61,7 +61,10 @@ public struct ControlRequest: Codable, Hashable, Sendable {
         /// connection open and sends each new event as it happens.
         public static let events = Command(rawValue: "events")
 
-        public static let all: [Command] = [.status, .hosts, .show, .wake, .forget, .events]
+        /// Every machine heard on the served links, registered, declared or neither.
+        public static let seen = Command(rawValue: "seen")
+
+        public static let all: [Command] = [.status, .hosts, .show, .wake, .forget, .events, .seen]
         public var description: String { rawValue }
     }
 
@@ -100,11 +103,13 @@ public struct ControlResponse: Codable, Hashable, Sendable {
     public var event: EventReport?
     /// What `wake` or `forget` did, in a sentence.
     public var message: String?
+    /// The machines heard on the served links (`seen`).
+    public var seen: [SeenReport]?
 
     public init(
         ok: Bool = true, error: ControlError? = nil, status: StatusReport? = nil, hosts: [HostSummary]? = nil,
         host: HostDetail? = nil, events: [EventReport]? = nil, event: EventReport? = nil, message: String? = nil,
-        version: Int = ControlProtocol.version
+        seen: [SeenReport]? = nil, version: Int = ControlProtocol.version
     ) {
         self.version = version
         self.ok = ok
@@ -115,6 +120,7 @@ public struct ControlResponse: Codable, Hashable, Sendable {
         self.events = events
         self.event = event
         self.message = message
+        self.seen = seen
     }
 
     public static func failure(_ error: ControlError) -> ControlResponse {
@@ -416,5 +422,59 @@ public struct EventReport: Codable, Hashable, Sendable {
         self.sourcePort = sourcePort
         self.reason = reason
         self.detail = detail
+    }
+}
+
+/// `seen`: one machine heard on a served link.
+public struct SeenReport: Codable, Hashable, Sendable {
+    /// A service the machine announces for itself.
+    public struct Service: Codable, Hashable, Sendable {
+        /// The instance name, as announced (`Anna's iMac`).
+        public var name: String
+        /// `_smb._tcp`.
+        public var type: String
+        public var port: Int
+
+        public init(name: String, type: String, port: Int) {
+            self.name = name
+            self.type = type
+            self.port = port
+        }
+    }
+
+    public var interface: String
+    /// `aa:bb:cc:dd:ee:ff`.
+    public var mac: String
+    /// The organisation its MAC's first three bytes are assigned to, from the IEEE list (Debian's `ieee-data`), where
+    /// the list is installed; "locally administered" for a MAC the machine made up (a phone's private address).
+    /// Filled in by `sleepproxyctl`, not by the daemon.
+    public var vendor: String?
+    /// The addresses on the link it was heard using, most recently used first.
+    public var addresses: [String]
+    /// The mDNS host name it announces (`Annas-iMac.local`).
+    public var hostName: String?
+    public var services: [Service]
+    public var firstHeard: Date
+    public var lastHeard: Date
+    /// `registers` (it registered with this proxy since the daemon started, or is held through a registration),
+    /// `declared` (a `[hosts.NAME]` table names it) or `neither`.
+    public var role: String
+    /// For a declared machine: its table's name.
+    public var declared: String?
+
+    public init(
+        interface: String, mac: String, vendor: String? = nil, addresses: [String], hostName: String?,
+        services: [Service], firstHeard: Date, lastHeard: Date, role: String, declared: String?
+    ) {
+        self.interface = interface
+        self.mac = mac
+        self.vendor = vendor
+        self.addresses = addresses
+        self.hostName = hostName
+        self.services = services
+        self.firstHeard = firstHeard
+        self.lastHeard = lastHeard
+        self.role = role
+        self.declared = declared
     }
 }

@@ -31,6 +31,8 @@ import SleepProxyControl
 /// - `events`: an array of `EventReport` objects: `id`, `time`, `kind`, `interface`, `ownerMAC`, `host`,
 ///   `sourceAddress`, `sourcePort`, `reason`, `detail`.
 /// - `events --follow`: one compact `EventReport` object per line, the history first, then each new event.
+/// - `seen`: an array of `SeenReport` objects: `interface`, `mac`, `vendor`, `addresses`, `hostName`, `services`
+///   (each `name`, `type`, `port`), `firstHeard`, `lastHeard`, `role`, `declared`.
 ///
 /// Absent optional fields are left out. On failure `--json` prints `{"code": "...", "message": "..."}` on standard
 /// output (the daemon's error codes, or the client's own `unreachable`, `timed-out`, `bad-answer`) and the
@@ -42,7 +44,7 @@ import SleepProxyControl
 struct SleepProxyCtl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sleepproxyctl",
-        abstract: "Show what sleepproxyd holds for sleeping hosts, wake them, or forget them.",
+        abstract: "Show what sleepproxyd holds for sleeping hosts, wake them, or forget them; list the machines it hears.",
         discussion: """
             sleepproxyctl talks to the running sleepproxyd over its control socket (newline-delimited JSON, \
             control protocol version \(ControlProtocol.version)). The socket is --socket, else \
@@ -52,14 +54,14 @@ struct SleepProxyCtl: ParsableCommand {
             Tables are coloured only on a terminal and never when NO_COLOR is set. With --json every command \
             prints its payload: status a StatusReport object, hosts an array of HostSummary, show a HostDetail, \
             wake and forget {"message": ...}, events an array of EventReport (with --follow: one EventReport \
-            object per line). On failure --json prints {"code": ..., "message": ...} as well. Each command's \
+            object per line), seen an array of SeenReport. On failure --json prints {"code": ..., "message": ...} as well. Each command's \
             --help lists its fields.
 
             Exit status: 0 success; 1 the daemon refused the request (no such host, say); 2 usage error; \
             3 the daemon is not reachable (not running, no permission) or gave no proper answer within 10 s.
             """,
         version: SleepProxyVersion.string,
-        subcommands: [Status.self, Hosts.self, Show.self, Wake.self, Forget.self, Events.self]
+        subcommands: [Status.self, Hosts.self, Show.self, Wake.self, Forget.self, Events.self, Seen.self]
     )
 
     @OptionGroup var options: GlobalOptions

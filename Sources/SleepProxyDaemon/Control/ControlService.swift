@@ -63,6 +63,8 @@ struct ControlService {
             }
         case .events:
             return Answer(events(request, on: connection))
+        case .seen:
+            return Answer(ControlResponse(seen: state.seenReports()))
         default:
             return Answer(
                 .failure(

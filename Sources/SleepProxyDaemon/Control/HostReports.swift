@@ -179,6 +179,30 @@ extension DaemonSnapshot {
             reason: event.reason?.identifier, detail: event.detail)
     }
 
+    /// What `sleepproxyctl seen` lists: every machine heard on the served links, the most recently heard first on
+    /// each interface.
+    func seenReports() -> [SeenReport] {
+        core.seenMachines.map { machine in
+            var declared: String?
+            let role: String
+            switch machine.role {
+            case .registers: role = "registers"
+            case .declared(let name):
+                role = "declared"
+                declared = name
+            case .neither: role = "neither"
+            }
+            return SeenReport(
+                interface: machine.interface.rawValue, mac: machine.mac.description,
+                addresses: machine.addresses.reversed().map(\.description),
+                hostName: machine.hostName.map { Owner.text($0) },
+                services: machine.services.reversed().map {
+                    SeenReport.Service(name: $0.name, type: $0.type, port: Int($0.port))
+                }, firstHeard: Self.date(machine.firstHeard), lastHeard: Self.date(machine.lastHeard), role: role,
+                declared: declared)
+        }
+    }
+
     // MARK: Presentation
 
     static func date(_ time: UnixTime) -> Date {
