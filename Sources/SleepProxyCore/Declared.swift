@@ -168,6 +168,8 @@ struct DeclaredWatch: Hashable, Sendable {
     static let checkInterval: Duration = .seconds(3_600)
     /// When a record it sent was last refused (not its own, or over the limit) in a log line: one a minute.
     var refusalLogged: UnixTime?
+    /// What the proxy asked the link about its services (`askForServices`).
+    var questions = ServiceQuestions()
     /// Why the host, found asleep, is not held (its own registration holds it, no address to take over).
     var unheld: String?
     /// When to try again to hold a host found asleep and not held: what kept it (an address held for another
@@ -274,6 +276,7 @@ extension SleepProxyCore {
                 let new = newWatch(of: host, restoring: stored[key], now: now)
                 declared[key] = new.watch
                 actions += new.restored
+                actions += askForServices(of: key, now: now)
                 // The store follows what the restore left out.
                 actions += saveLearned(of: key, heardToo: false)
                 actions.append(
@@ -388,22 +391,26 @@ extension SleepProxyCore {
                     "declared host \(watch.host.name) (\(key)) said goodbye to \(withdrawn.count) records and is still awake: they are withdrawn (\(withdrawn[0].name) \(withdrawn[0].type)...)"
                 )
             ]
+        // Awake: if it has not said what it offers yet, it is asked (at most once a minute).
+        let asking = watch.questions.answered ? [] : askForServices(of: key, now: now)
         switch change {
         case nil:
-            return withdrawal
+            return withdrawal + asking
         case .answered(let probes):
-            return withdrawal + [
+            return withdrawal + asking + [
                 .log(.debug, "declared host \(watch.host.name) (\(key)) is awake: heard after \(probes) probes")
             ]
         case .back:
             guard let host = hosts[key], host.isDeclared else {
-                return saving + [.log(.info, "declared host \(watch.host.name) (\(key)) is awake again: \(what())")]
+                return saving + asking + [
+                    .log(.info, "declared host \(watch.host.name) (\(key)) is awake again: \(what())")
+                ]
             }
             // The hand-back first: on an interface being removed, the last host's drop closes it.
             return saving + handBack(host.claimedAddresses, to: mac, on: interface)
                 + drop(
                     key, reason: .released("declared host \(watch.host.name) is back: \(what()) from its MAC"),
-                    now: now)
+                    now: now) + asking
         }
     }
 

@@ -191,6 +191,21 @@ struct LearnedRecords: Hashable, Sendable {
     }
 }
 
+/// What the proxy asked the link about a declared host's services (`SleepProxyCore.askForServices`).
+struct ServiceQuestions: Hashable, Sendable {
+    /// The most service types asked after for one host.
+    static let typeLimit = 16
+    /// How long before the enumeration is asked again, while the host has not answered it.
+    static let askAgainAfter: Duration = .seconds(60)
+
+    /// When the service-type enumeration was last asked.
+    var askedAt: UnixTime?
+    /// Whether the host answered it.
+    var answered = false
+    /// The types asked after, lower case.
+    var types: Set<DNSName> = []
+}
+
 extension DeclaredWatch {
     /// How long after a goodbye the host may still be heard without the goodbye standing. A Mac that sleeps with
     /// no proxy to register with says goodbye to its shared records (its PTRs) just before it falls silent
@@ -304,7 +319,51 @@ extension SleepProxyCore {
                 ))
         }
         declared[key] = watch
-        return actions + saveLearned(of: key, heardToo: false)
+        return actions + saveLearned(of: key, heardToo: false) + askForServiceTypes(in: message, of: key, link: link)
+    }
+
+    /// Asks the link which service types it has (a PTR query for `_services._dns-sd._udp.local.`, RFC 6763 section
+    /// 9), so that a declared host that learns its records says what it offers now rather than at its next
+    /// announcement: a machine declared while it is awake may otherwise go to sleep before it announces anything,
+    /// and the goodbyes it then sends are for records the proxy never had. Its answer is asked after type by type
+    /// (`askForServiceTypes`), and the responses are learned as any other. Asked when the host is first watched,
+    /// and again when it is heard until it answers, at most once a minute; one query, to one group, as a browser
+    /// asks.
+    mutating func askForServices(of key: OwnerKey, now: UnixTime) -> [Action] {
+        guard var watch = declared[key], watch.host.learnsRecords, !watch.questions.answered,
+            watch.questions.askedAt.map({ now - $0 >= ServiceQuestions.askAgainAfter }) ?? true,
+            let link = links[key.interface]
+        else { return [] }
+        watch.questions.askedAt = now
+        declared[key] = watch
+        return query([DNSQuestion(name: ServiceRecords.serviceEnumeration, type: .ptr)], on: link)
+    }
+
+    /// The host's answer to the enumeration: the types it names that were not asked after yet are, in one query
+    /// (at most `ServiceQuestions.typeLimit` types in all).
+    mutating func askForServiceTypes(in message: DNSMessage, of key: OwnerKey, link: Link) -> [Action] {
+        guard var watch = declared[key], watch.host.learnsRecords else { return [] }
+        var questions: [DNSQuestion] = []
+        for record in message.answers + message.additionals
+        where record.ttl > 0 && record.name.caseInsensitiveEquals(ServiceRecords.serviceEnumeration) {
+            guard case .ptr(let type) = record.rdata, Self.isServiceType(type) else { continue }
+            watch.questions.answered = true
+            guard watch.questions.types.count < ServiceQuestions.typeLimit,
+                watch.questions.types.insert(type.lowercased()).inserted
+            else { continue }
+            questions.append(DNSQuestion(name: type, type: .ptr))
+        }
+        declared[key] = watch
+        return questions.isEmpty ? [] : query(questions, on: link)
+    }
+
+    /// A multicast query (QM: the answers go to the whole link) to the first group of `link`.
+    private func query(_ questions: [DNSQuestion], on link: Link) -> [Action] {
+        guard let group = Self.groups(of: link).first,
+            let bytes = try? DNSMessage(id: 0, flags: DNSFlags(response: false, opcode: .query), questions: questions)
+                .encoded()
+        else { return [] }
+        return [.sendMDNS(MDNSTransmission(interface: link.name, bytes: bytes, destination: group))]
     }
 
     /// The lease store's copy of the records learned from the declared host of `key`, if it is behind: at once when
