@@ -44,7 +44,8 @@ import SleepProxyControl
 struct SleepProxyCtl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sleepproxyctl",
-        abstract: "Show what sleepproxyd holds for sleeping hosts, wake them, or forget them; list the machines it hears.",
+        abstract:
+            "Show what sleepproxyd holds for sleeping hosts, wake or forget them, and list the machines it hears.",
         discussion: """
             sleepproxyctl talks to the running sleepproxyd over its control socket (newline-delimited JSON, \
             control protocol version \(ControlProtocol.version)). The socket is --socket, else \
@@ -54,8 +55,8 @@ struct SleepProxyCtl: ParsableCommand {
             Tables are coloured only on a terminal and never when NO_COLOR is set. With --json every command \
             prints its payload: status a StatusReport object, hosts an array of HostSummary, show a HostDetail, \
             wake and forget {"message": ...}, events an array of EventReport (with --follow: one EventReport \
-            object per line), seen an array of SeenReport. On failure --json prints {"code": ..., "message": ...} as well. Each command's \
-            --help lists its fields.
+            object per line), seen an array of SeenReport. On failure --json prints {"code": ..., "message": ...} \
+            as well. Each command's --help lists its fields.
 
             Exit status: 0 success; 1 the daemon refused the request (no such host, say); 2 usage error; \
             3 the daemon is not reachable (not running, no permission) or gave no proper answer within 10 s.

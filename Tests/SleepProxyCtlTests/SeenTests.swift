@@ -1,7 +1,7 @@
 import Foundation
-@testable import SleepProxyControl
 import Testing
 
+@testable import SleepProxyControl
 @testable import sleepproxyctl
 
 /// `sleepproxyctl seen`: the machines heard, their makers, and the declaration printed for one of them.
