@@ -2,7 +2,7 @@
 //
 //   SleepProxyBenchmarks                 the standard set (about half an hour on two cores)
 //   SleepProxyBenchmarks decode mdns     some: decode, encode, roundtrip, registrations, store, wakecore,
-//                                        mdnscore, mdns, wake, scaling
+//                                        mdnscore, seen, mdns, wake, scaling
 //   SleepProxyBenchmarks capture         a SYN flood past 4,096 held addresses; only when named
 //   SCALING_HOSTS=100,10000 ...          the scaling figures with other numbers of held hosts
 //   SleepProxyBenchmarks flood           hostile traffic for FLOOD_SECONDS (60); only when named (`make flood`)
@@ -90,7 +90,8 @@ if arguments.count == 2, arguments[0] == "restore" {
 }
 let selected = Set(arguments)
 let standard: Set = [
-    "decode", "encode", "roundtrip", "registrations", "store", "wakecore", "mdnscore", "mdns", "wake", "scaling",
+    "decode", "encode", "roundtrip", "registrations", "store", "wakecore", "mdnscore", "seen", "mdns", "wake",
+    "scaling",
 ]
 let unknown = selected.subtracting(standard).subtracting(["capture", "flood"])
 guard unknown.isEmpty else {
@@ -153,6 +154,9 @@ if wanted("wakecore") {
 }
 if wanted("mdnscore") {
     try runMDNSCoreBenchmark()
+}
+if wanted("seen") {
+    try runSeenBenchmark()
 }
 // The lab benchmarks need root (network namespaces) and say so, and what else is missing, when they skip.
 if wanted("mdns") {
