@@ -256,14 +256,19 @@ public struct HostSummary: Codable, Hashable, Sendable {
     public var declared: String?
     /// For a declared host: when a frame from it was last seen.
     public var lastHeard: Date?
+    /// For a declared host that learns what it announces: the records it announced while awake and the proxy
+    /// keeps (at most `limits.maximum_records_per_host`), whether or not it is held.
+    public var learnedRecords: Int?
 
     public init(
         name: String?, ownerMAC: String, wakeMAC: String, interface: String, addresses: [String],
         services: [String], state: String, wakeReason: String?, recordCount: Int, registeredAt: Date,
-        leaseExpiresAt: Date?, lastWake: WakeReport?, declared: String? = nil, lastHeard: Date? = nil
+        leaseExpiresAt: Date?, lastWake: WakeReport?, declared: String? = nil, lastHeard: Date? = nil,
+        learnedRecords: Int? = nil
     ) {
         self.declared = declared
         self.lastHeard = lastHeard
+        self.learnedRecords = learnedRecords
         self.name = name
         self.ownerMAC = ownerMAC
         self.wakeMAC = wakeMAC

@@ -500,8 +500,10 @@ extension SleepProxyCore {
         guard held < configuration.maximumHostsPerInterface else {
             return unheld("\(key.interface) holds \(held) hosts, limit \(configuration.maximumHostsPerInterface)")
         }
-        var dropped: [String] = []
-        let merged = watch.heldRecords(addresses: addresses, limit: configuration.maximumRecordsPerOwner)
+        let merged = watch.heldRecords(
+            addresses: addresses, limit: configuration.maximumRecordsPerOwner,
+            othersNames: seen.hostNames(on: key.interface, other: key.primaryMAC))
+        var dropped = merged.leftOut
         let records = merged.records.filter { record in
             guard HeldRecord.claimsUniqueName(record),
                 let holder = hosts.uniqueHolder(of: record.name, on: key.interface)

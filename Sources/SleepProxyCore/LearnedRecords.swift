@@ -221,12 +221,26 @@ extension DeclaredWatch {
     /// declared record overrides. A declared unique record overrides the learned records of its name and type (a
     /// declared service of the instance name the host announces is the one answered); a declared shared record
     /// overrides only its identical learned copy, so that the host's other services are still browsed.
-    func heldRecords(addresses: [IPAddress], limit: Int) -> (records: [DNSRecord], learned: Int) {
+    ///
+    /// Learned records named after, or pointing at, a host name another machine on the link announces as its own
+    /// (`othersNames`, lower case, with that machine's MAC: `SeenMachines.hostNames`) are left out, and said in
+    /// `leftOut`: whoever sent them from the host's MAC, the proxy never answers for a name another machine answers
+    /// for, and the host's reverse mappings do not point at it.
+    func heldRecords(addresses: [IPAddress], limit: Int, othersNames: [DNSName: MACAddress] = [:]) -> (
+        records: [DNSRecord], learned: Int, leftOut: [String]
+    ) {
+        var leftOut: [String] = []
         let learned =
             host.learnsRecords
             ? records.records.filter { record in
-                guard let address = record.ownAddress else { return true }
-                return addresses.contains(address)
+                if let address = record.ownAddress, !addresses.contains(address) { return false }
+                guard let (name, other) = Self.othersName(in: record, othersNames) else { return true }
+                let what = "\(record.name) \(record.type)"
+                leftOut.append(
+                    name == record.name
+                        ? "\(what) is the host name \(other) announces"
+                        : "\(what) points at \(name), the host name \(other) announces")
+                return false
             } : []
         let hostName = learned.first { $0.type == .a || $0.type == .aaaa }?.name
         let declared = host.records(addresses: addresses, learnedHostName: hostName)
@@ -241,7 +255,21 @@ extension DeclaredWatch {
             held.append(record)
             added += 1
         }
-        return (held, added)
+        return (held, added, leftOut)
+    }
+
+    /// The name of `record`, or the host name its SRV points at, if another machine announces it as its host name
+    /// (`othersNames`), with that machine's MAC.
+    private static func othersName(
+        in record: DNSRecord, _ othersNames: [DNSName: MACAddress]
+    ) -> (DNSName, MACAddress)? {
+        guard !othersNames.isEmpty else { return nil }
+        var names = [record.name]
+        if case .srv(let srv) = record.rdata { names.append(srv.target) }
+        for name in names {
+            if let other = othersNames[name.lowercased()] { return (name, other) }
+        }
+        return nil
     }
 }
 

@@ -105,6 +105,17 @@ struct SeenMachines: Sendable {
         }
     }
 
+    /// The host names the machines on `interface` other than `mac` announce, lower case, each with the MAC of one
+    /// that announces it (the lowest, if several do).
+    func hostNames(on interface: InterfaceName, other mac: MACAddress) -> [DNSName: MACAddress] {
+        var names: [DNSName: MACAddress] = [:]
+        for (key, machine) in machines where key.interface == interface && key.mac != mac {
+            guard let name = machine.hostName?.lowercased() else { continue }
+            if names[name].map({ key.mac < $0 }) ?? true { names[name] = key.mac }
+        }
+        return names
+    }
+
     /// A registration of the host of `key` was accepted at `now`, from `source`.
     mutating func registered(_ key: OwnerKey, from source: IPAddress, onLink: Bool, now: UnixTime) {
         update(Key(interface: key.interface, mac: key.primaryMAC), now: now) { machine in

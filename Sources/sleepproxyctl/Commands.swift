@@ -41,8 +41,9 @@ extension SleepProxyCtl {
 
                 --json prints an array of HostSummary objects: name, ownerMAC, wakeMAC, interface, addresses, \
                 services, state, wakeReason, recordCount, registeredAt, leaseExpiresAt, lastWake (time, reason, \
-                sourceAddress, sourcePort), and for a declared host declared (its table name) and lastHeard (when \
-                a frame from it was last seen). An empty list is [].
+                sourceAddress, sourcePort), and for a declared host declared (its table name), lastHeard (when \
+                a frame from it was last seen) and learnedRecords (the records kept of what it announced, when it \
+                learns them). An empty list is [].
                 """)
 
         @OptionGroup var options: GlobalOptions

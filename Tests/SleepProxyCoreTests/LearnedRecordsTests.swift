@@ -320,6 +320,36 @@ struct LearnedRecordsTests {
         #expect(harness.core.declared[nas.key]?.records.isEmpty == true)
     }
 
+    /// The host name another machine on the link announces as its own (an address record for the address it sends
+    /// from), sent from the host's MAC (by a forger, say, before that machine was heard): it is learned, as the
+    /// proxy cannot tell, but never held and answered while the host sleeps, nor pointed at by its reverse mapping
+    /// or its services; the take-over says what it left out. The proxy never answers for a name another awake
+    /// machine answers for.
+    @Test func aHostNameAnotherMachineAnnouncesIsNeverHeld() throws {
+        var harness = Self.harness()
+        let stolen: DNSName = "waker.local."
+        let forged =
+            [DNSRecord(name: stolen, ttl: 120, cacheFlush: true, rdata: .a(Self.ipv4))]
+            + Self.service("Stolen._smb._tcp.local.", port: 445, target: stolen)
+        Self.announce(forged + Self.announcement, &harness)
+        let waker = IPv4Address(10, 77, 0, 3)
+        let wakerMAC = MACAddress(0x02, 0x77, 0, 0, 0, 3)
+        harness.mdns(
+            Self.response([DNSRecord(name: stolen, ttl: 120, cacheFlush: true, rdata: .a(waker))]),
+            from: Endpoint(address: .v4(waker), port: 5353), mac: wakerMAC)
+
+        _ = DeclaredHostTests.sleepAndTakeOver(&harness)
+        let held = try #require(harness.owner(Self.mac)).records.map(\.record)
+        #expect(!held.contains { $0.name.caseInsensitiveEquals(stolen) }, "\(held)")
+        #expect(!held.contains { $0.rdata == .srv(SRVData(port: 445, target: stolen)) }, "\(held)")
+        #expect(!held.contains { $0.rdata == .ptr(stolen) }, "\(held)")
+        #expect(held.contains { $0.rdata == .ptr(Self.hostName) }, "its reverse mapping names its own: \(held)")
+        #expect(Self.answers(stolen, .a, &harness).isEmpty)
+        #expect(Self.answers(Self.hostName, .a, &harness).map(\.rdata) == [.a(Self.ipv4)])
+        let takeover = try #require(harness.log.events.first { $0.kind == .asleep })
+        #expect(takeover.detail.contains("waker.local. A is the host name \(wakerMAC) announces"), "\(takeover.detail)")
+    }
+
     @Test func aUniqueRecordSentAgainFlushesItsOlderNamesakes() {
         var harness = Self.harness()
         Self.announce(Self.announcement, &harness)

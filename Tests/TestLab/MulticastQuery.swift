@@ -85,15 +85,27 @@ extension Lab {
         listen: Duration = .seconds(1),
         maxResponses: Int = 100
     ) async throws -> [MDNSQueryResponse] {
+        let arguments = Self.multicastQueryArguments(message, ipVersion, sourcePort, listen, maxResponses)
+        let result = try await run(role, arguments, timeout: listen + .seconds(5))
+        guard result.succeeded else { throw LabError("the multicast query from \(role.rawValue) failed: \(result)") }
+        return try Self.multicastResponses(result)
+    }
+
+    /// The command that sends `message` and listens, for `multicastQuery`.
+    static func multicastQueryArguments(
+        _ message: [UInt8], _ ipVersion: IPVersion, _ sourcePort: UInt16, _ listen: Duration, _ maxResponses: Int
+    ) -> [String] {
         let hex = message.map { ($0 < 0x10 ? "0" : "") + String($0, radix: 16) }.joined()
         let seconds = Double(listen.components.seconds) + Double(listen.components.attoseconds) / 1e18
-        let arguments = [
+        return [
             "python3", "-c", multicastQueryScript, hex, ipVersion == .v4 ? "4" : "6", Lab.interfaceName,
             String(sourcePort), String(seconds), String(maxResponses),
         ]
-        let result = try await run(role, arguments, timeout: listen + .seconds(5))
-        guard result.succeeded else { throw LabError("the multicast query from \(role.rawValue) failed: \(result)") }
-        return try result.stdout.split(separator: "\n").map { line in
+    }
+
+    /// The responses the query's script printed.
+    static func multicastResponses(_ result: CommandResult) throws -> [MDNSQueryResponse] {
+        try result.stdout.split(separator: "\n").map { line in
             let fields = line.split(separator: " ")
             guard fields.count == 4, let port = UInt16(fields[1]), fields[3].count % 2 == 0 else {
                 throw LabError("unexpected output of the multicast query: \(line)")
@@ -168,6 +180,20 @@ extension Lab {
         let upper = type.uppercased()
         if let code = known[upper] { return code }
         return UInt16(upper.hasPrefix("TYPE") ? String(upper.dropFirst(4)) : upper)
+    }
+}
+
+extension ExtraHost {
+    /// Sends one mDNS query for `name`/`type` from this host, as ``Lab/multicastQuery(from:name:type:unicastResponse:ipVersion:sourcePort:id:listen:maxResponses:)``
+    /// does from a lab host, and collects the responses that arrive within `listen`.
+    public func multicastQuery(
+        name: String, type: String, sourcePort: UInt16 = 5353, listen: Duration = .seconds(1)
+    ) async throws -> [MDNSQueryResponse] {
+        let message = try Lab.mdnsQuery(name: name, type: type, unicastResponse: false)
+        let arguments = Lab.multicastQueryArguments(message, .v4, sourcePort, listen, 100)
+        let result = try await run(arguments, timeout: listen + .seconds(5))
+        guard result.succeeded else { throw LabError("the multicast query from \(self.name) failed: \(result)") }
+        return try Lab.multicastResponses(result)
     }
 }
 

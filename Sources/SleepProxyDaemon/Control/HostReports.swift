@@ -70,6 +70,7 @@ extension DaemonSnapshot {
         let stateText: String
         var wakeReason: String?
         let declaration = core.declaration(of: key)
+        let status = declaration == nil ? nil : core.declaredHosts.first { $0.host.key == key }
         // A declared host held is asleep: the states say so.
         let asleep = declaration == nil ? "" : "asleep: "
         switch state {
@@ -85,9 +86,8 @@ extension DaemonSnapshot {
             addresses: owner.proxiedAddresses.map(\.description), services: owner.serviceInstances, state: stateText,
             wakeReason: wakeReason, recordCount: owner.records.count, registeredAt: Self.date(owner.registeredAt),
             leaseExpiresAt: declaration == nil ? owner.expiresAt.map(Self.date) : nil, lastWake: lastWake(of: key),
-            declared: declaration?.name,
-            lastHeard: declaration == nil
-                ? nil : core.declaredHosts.first { $0.host.key == key }.map { Self.date($0.lastHeard) })
+            declared: declaration?.name, lastHeard: status.map { Self.date($0.lastHeard) },
+            learnedRecords: status.flatMap(Self.learnedRecords))
     }
 
     /// A declared host that is not held: `awake`, `probing`, or `asleep: not held (why)`.
@@ -102,7 +102,12 @@ extension DaemonSnapshot {
             services: host.services.map { "\($0.name).\($0.type).local" }, state: state, wakeReason: nil,
             recordCount: 0,
             registeredAt: Self.date(status.lastHeard), leaseExpiresAt: nil, lastWake: lastWake(of: host.key),
-            declared: host.name, lastHeard: Self.date(status.lastHeard))
+            declared: host.name, lastHeard: Self.date(status.lastHeard), learnedRecords: Self.learnedRecords(status))
+    }
+
+    /// How many records the proxy keeps of what a declared host announced, if its declaration learns them.
+    static func learnedRecords(_ status: DeclaredStatus) -> Int? {
+        status.host.learnsRecords ? status.learnedRecordCount : nil
     }
 
     func lastWake(of key: OwnerKey) -> WakeReport? {
