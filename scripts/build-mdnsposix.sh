@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds Apple's stand-alone mDNS responder for Linux, mDNSResponderPosix, for the lab tests that run Apple's own
-# mDNS code on the sleeper (Tests/TestLab/MDNSPosix.swift). Apple's code is not part of this repository; give this
-# script a source tree of apple-oss-distributions/mDNSResponder, or a git directory (a bare mirror) whose HEAD is
-# exported:
+# mDNS code on the sleeper (Tests/TestLab/MDNSPosix.swift), and mDNSSleeperPosix, our own small program
+# (scripts/mdnsposix-sleeper.c) that publishes a service through the same Apple core and can be told to sleep.
+# Apple's code is not part of this repository; give this script a source tree of
+# apple-oss-distributions/mDNSResponder, or a git directory (a bare mirror) whose HEAD is exported:
 #
 #   scripts/build-mdnsposix.sh SOURCE OUTDIR
 #
 # SOURCE is only read: the tree is copied to a temporary directory and built there. OUTDIR receives
-# mDNSResponderPosix. Needs make and a C compiler (cc, or the clang of the Swift toolchain); no TLS library.
+# mDNSResponderPosix and mDNSSleeperPosix. Needs make and a C compiler (cc, or the clang of the Swift
+# toolchain); no TLS library.
 #
 # Two make variables set on the command line, not a change to Apple's files:
 # - MDNS_DEBUGMSGS=1, so the responder writes its debug messages to its standard error: when its services are
@@ -76,16 +78,26 @@ cat >"$work/log-to-stderr.h" <<'HEADER'
     ((void)(priority), fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), fflush(stderr))
 HEADER
 
+# Our program goes next to Responder.c in the copy, and a makefile of ours links it from the same objects as
+# mDNSResponderPosix, with Apple's makefile's own variables.
+cp "$(dirname "$0")/mdnsposix-sleeper.c" "$tree/mDNSPosix/mDNSSleeperPosix.c"
+cat >"$work/sleeper.mk" <<'MAKEFILE'
+SASleeper: setup $(BUILDDIR)/mDNSSleeperPosix
+$(BUILDDIR)/mDNSSleeperPosix: $(COMMONOBJ) $(TLSOBJS) $(OBJDIR)/mDNSSleeperPosix.c.o
+	$(CC) $+ -o $@ $(LINKOPTS)
+MAKEFILE
+
 log=$work/make.log
-if ! make -C "$tree/mDNSPosix" os=linux tls=no CC="$compiler" \
+if ! make -C "$tree/mDNSPosix" -f Makefile -f "$work/sleeper.mk" os=linux tls=no CC="$compiler" \
     CFLAGS="-include $work/log-to-stderr.h" CFLAGS_DEBUGGING="-g -DMDNS_DEBUGMSGS=1" \
-    SAResponder >"$log" 2>&1; then
+    SAResponder SASleeper >"$log" 2>&1; then
     tail -n 40 "$log" >&2
     fail "the build failed (the end of its output is above)"
 fi
-built=$tree/mDNSPosix/build/prod/mDNSResponderPosix
-[[ -x $built ]] || fail "make succeeded but left no $built"
-
 mkdir -p "$outdir"
-install -m 0755 "$built" "$outdir/mDNSResponderPosix"
-echo "build-mdnsposix: $outdir/mDNSResponderPosix"
+for program in mDNSResponderPosix mDNSSleeperPosix; do
+    built=$tree/mDNSPosix/build/prod/$program
+    [[ -x $built ]] || fail "make succeeded but left no $built"
+    install -m 0755 "$built" "$outdir/$program"
+    echo "build-mdnsposix: $outdir/$program"
+done
