@@ -7,7 +7,8 @@
  * platform layer calls it when the system is about to sleep. This program does so on SIGUSR1, so that the lab
  * sees what a Mac with no sleep proxy to register with sends on its way down: the core's SendSleepGoodbyes(),
  * which marks its shared records (the PTRs of its services) for goodbye and sends them at once; asleep, the core
- * gives every record of those packets TTL 0, the SRV, TXT and addresses sent along with the PTRs too.
+ * gives every record of those packets TTL 0, the SRV, TXT and addresses that ride along with the PTRs too
+ * (unless it sent them a moment before, when they are left out).
  *
  *   mDNSSleeperPosix -n NAME -t TYPE -p PORT [TXT...]
  *

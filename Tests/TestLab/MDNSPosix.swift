@@ -108,8 +108,9 @@ public final class MDNSPosixResponder: Sendable {
     /// Tells Apple's core the machine is about to sleep (SIGUSR1 to `mDNSSleeperPosix`), as a Mac's platform
     /// layer does, and waits until it has: with no sleep proxy to register with, the core's
     /// `BeginSleepProcessing` sends the goodbyes of `SendSleepGoodbyes` at once. That marks its shared records
-    /// (the PTRs) for goodbye, yet every record in those packets goes out with TTL 0, the SRV, TXT and address
-    /// records that ride along with the PTRs too. It keeps running, asleep: ``freeze()`` it for the suspend.
+    /// (the PTRs) for goodbye, yet every record in those packets goes out with TTL 0: the SRV, TXT and address
+    /// records that ride along with the PTRs as additional records (unless sent a moment before) too. It keeps
+    /// running, asleep: ``freeze()`` it for the suspend.
     public func sleep() async throws { try await signal(SIGUSR1, until: "mDNSSleeperPosix: sleeping") }
 
     /// Tells Apple's core the machine has woken (SIGUSR2 to `mDNSSleeperPosix`), and waits until it has.
