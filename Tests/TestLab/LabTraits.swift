@@ -11,3 +11,12 @@ extension Trait where Self == ConditionTrait {
         return .enabled(if: Lab.isSupported && missing.isEmpty, Comment(rawValue: reason))
     }
 }
+
+extension Trait where Self == ConditionTrait {
+    /// Enables a test only where Apple's `mDNSResponderPosix` is built (see ``Lab/mdnsPosixDirectory``);
+    /// otherwise the test is reported as skipped with how to build it.
+    public static var requiresMDNSPosix: Self {
+        let reason = Lab.mdnsPosixMissingReason
+        return .enabled(if: reason == nil, Comment(rawValue: reason ?? ""))
+    }
+}
