@@ -3,6 +3,7 @@ import DNSWire
 import Foundation
 import Frames
 import NetworkAddresses
+import SleepProxyControl
 import SleepProxyDaemon
 import TestLab
 import Testing
@@ -201,6 +202,131 @@ struct DeclaredHostLabTests {
             #expect(answered.contains { $0.source == lab.host(.proxy).ipv4 }, "\(asleep)")
             let records = answered.compactMap { try? DNSMessage(decoding: $0.bytes) }.flatMap(\.answers)
             #expect(records.contains { $0.rdata == .ptr(instance) }, "the exact instance name: \(records)")
+        }
+    }
+
+    /// What a user does for a machine that does not register: `sleepproxyctl seen` shows it (avahi announcing two
+    /// services on it), `seen --toml` prints its table, which passes `--check-config` and is reloaded; the proxy
+    /// asks the machine what it offers and learns it; the machine suspends (its responder frozen, no goodbyes);
+    /// browsing from the waker finds both services under their exact names, answered by the proxy; a connection to
+    /// a learned port wakes it; back, it is let go, and its avahi renames nothing.
+    @Test(.requiresLab(tools: ["avahi-daemon", "dbus-daemon"]))
+    func aMachineFoundWithSeenAndDeclaredWithItsTableIsServedWithWhatItAnnounces() async throws {
+        try await Lab.withLab { lab in
+            let sleeper = lab.host(.sleeper)
+            let operations = OperationsLabTests()
+            let path = lab.workDirectory + "/sleepproxy.toml"
+            try "# Machines that do not register are added below.\n".write(
+                toFile: path, atomically: true, encoding: .utf8)
+            let daemon = try RegistrationDaemonLabTests().startDaemon(
+                lab, state: lab.workDirectory + "/state", extraArguments: ["--config", path])
+            defer { daemon.signal(SIGTERM) }
+            let nic = try magicPackets(lab)
+            defer { nic.close() }
+            let services = [
+                AvahiService(name: "Sleeper Files", type: "_smb._tcp", port: 445),
+                AvahiService(name: "Sleeper Shell", type: "_ssh._tcp", port: 22),
+            ]
+            let avahi = try await lab.startAvahi(on: .sleeper, hostName: "sleeper", services: services)
+            defer { avahi.stop(graceful: false) }
+
+            // The proxy heard it announce itself.
+            let decoder = JSONDecoder()
+            decoder.dateDecodingStrategy = .iso8601
+            let machine = try await eventually("the sleeper listed by seen, with both services", within: .seconds(15)) {
+                let output = try await operations.ctl(lab, ["seen", "--json"])
+                let machines = try decoder.decode([SeenReport].self, from: Data(output.stdout.utf8))
+                return machines.first { $0.mac == sleeper.macString && $0.services.count == 2 }
+            }
+            #expect(machine.hostName == "sleeper.local")
+            #expect(Set(machine.services.map(\.name)) == ["Sleeper Files", "Sleeper Shell"])
+            #expect(machine.addresses.contains(sleeper.ipv4))
+            #expect(machine.role == "neither")
+            try await Self.show(lab, ["seen"], "what the proxy hears")
+
+            // Its table, pasted into the config file, checked and reloaded.
+            let table = try await operations.ctl(lab, ["seen", "--toml", "sleeper.local"])
+            #expect(table.succeeded, "\(table)")
+            try await Self.show(lab, ["seen", "--toml", "sleeper.local"], "its table")
+            let file = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+            file.seekToEndOfFile()
+            file.write(Data(table.stdout.utf8))
+            try file.close()
+            let check = try await lab.run(
+                .proxy,
+                [
+                    try RegistrationDaemonLabTests.daemonPath(), "--interface", "eth0", "--config", path,
+                    "--check-config",
+                ])
+            #expect(check.succeeded, "\(check)")
+            #expect(check.stdout.contains("[hosts.sleeper]"), "\(check.stdout)")
+            daemon.signal(SIGHUP)
+            try await daemon.waitUntilLogged("watching declared host sleeper", "the reload", within: .seconds(10))
+
+            // Asked what it offers, it answers, and both services are learned before it sleeps.
+            let learned = try await eventually("both services learned", within: .seconds(15)) {
+                let output = try await operations.ctl(lab, ["hosts", "--json"])
+                let hosts = try decoder.decode([HostSummary].self, from: Data(output.stdout.utf8))
+                return hosts.first { $0.declared == "sleeper" && ($0.learnedRecords ?? 0) >= 8 }
+            }
+            let listed = try decoder.decode(
+                [SeenReport].self, from: Data(try await operations.ctl(lab, ["seen", "--json"]).stdout.utf8))
+            #expect(listed.first { $0.mac == sleeper.macString }?.declared == "sleeper")
+            #expect(learned.ownerMAC == sleeper.macString)
+
+            // It suspends: its responder stops where it is, its addresses go.
+            avahi.freeze()
+            let asleepAt = ContinuousClock.now
+            try lab.sleep(.sleeper)
+            try await daemon.waitUntilLogged("took over \(sleeper.ipv4)", "the take-over", within: .seconds(40))
+            let instances: [String: DNSName] = [
+                "_smb._tcp.local": "Sleeper Files._smb._tcp.local.",
+                "_ssh._tcp.local": "Sleeper Shell._ssh._tcp.local.",
+            ]
+            for (type, instance) in instances.sorted(by: { $0.key < $1.key }) {
+                let records = try await eventually("\(type) answered by the proxy", within: .seconds(10)) {
+                    let answers = try await lab.multicastQuery(from: .waker, name: type, type: "PTR")
+                    let records = answers.filter { $0.source == lab.host(.proxy).ipv4 }
+                        .compactMap { try? DNSMessage(decoding: $0.bytes) }.flatMap { $0.answers + $0.additionals }
+                    return records.isEmpty ? nil : records
+                }
+                #expect(records.contains { $0.rdata == .ptr(instance) }, "the exact instance name: \(records)")
+                #expect(records.contains { $0.name == instance && $0.type == .srv }, "its SRV: \(records)")
+            }
+            let answered = ContinuousClock.now - asleepAt
+            let count =
+                daemon.stderr.firstMatch(of: /\((\d+) learned from its announcements\)/).map { Int($0.1) ?? 0 } ?? 0
+            print("declared_records_learned: \(count)")
+            print(
+                "declared_services_answered_s: \(Double(answered.components.seconds) + Double(answered.components.attoseconds) / 1e18)"
+            )
+            #expect(count >= 8, "its address, reverse mapping, and PTR, SRV, TXT and type of two services")
+            try await Self.show(lab, ["hosts"], "asleep")
+
+            // A browser that starts now, with nothing cached, finds both services with their exact names.
+            let browser = try await lab.startAvahi(on: .waker, hostName: "waker")
+            defer { browser.stop(graceful: false) }
+            let found = try await browser.browse("_ssh._tcp") { entries in
+                entries.contains { $0.name == "Sleeper Shell" && $0.port == 22 }
+            }
+            #expect(found.contains { $0.name == "Sleeper Shell" })
+
+            // ssh, a learned port, wakes it.
+            let client = try lab.spawn(.waker, ["nc", "-z", "-w", "40", sleeper.ipv4, "22"])
+            defer { client.signal(SIGTERM) }
+            try await expectMagicPacketForSleeper(lab, at: nic)
+            try await daemon.waitUntilLogged("waking", "the wake", within: .seconds(5))
+
+            // Back: its addresses return and its avahi runs again; the proxy lets go, and avahi renames nothing.
+            try lab.wake(.sleeper)
+            avahi.thaw()
+            try await daemon.waitUntilLogged("declared host sleeper is back", "the release", within: .seconds(10))
+            _ = try await eventually("avahi answering for its service again", within: .seconds(15)) {
+                let answers = try await lab.multicastQuery(from: .waker, name: "_ssh._tcp.local", type: "PTR")
+                return answers.contains { $0.answers("_ssh._tcp.local.", .ptr) && $0.source == sleeper.ipv4 }
+                    ? true : nil
+            }
+            #expect(!avahi.log.lowercased().contains("conflict"), "\(avahi.log)")
         }
     }
 
