@@ -42,6 +42,45 @@ func startCeiling(_ lab: Lab, binary: String, batched: Bool) async throws -> Lab
     return process
 }
 
+/// How dnsperf loads a responder: its threads (`-T`), client sockets (`-c`) and queries outstanding (`-q`).
+struct LoadSetting: Hashable, CustomStringConvertible {
+    var threads: Int
+    var clients: Int
+    var outstanding: Int
+
+    var arguments: [String] { ["-T", String(threads), "-c", String(clients), "-q", String(outstanding)] }
+    var description: String { arguments.joined(separator: " ") }
+
+    /// One thread, one socket, 128 outstanding: the setting used when no search was made.
+    static let single = LoadSetting(threads: 1, clients: 1, outstanding: 128)
+    /// The settings tried: one thread or two (the machine's cores), one socket or several, and deeper queues.
+    static let candidates = [
+        single, LoadSetting(threads: 1, clients: 1, outstanding: 512),
+        LoadSetting(threads: 2, clients: 2, outstanding: 128),
+        LoadSetting(threads: 2, clients: 2, outstanding: 256), LoadSetting(threads: 2, clients: 4, outstanding: 256),
+        LoadSetting(threads: 2, clients: 8, outstanding: 512),
+    ]
+}
+
+/// The load generator's own limit: the setting at which the zero-work responder answers the most (a clean run, no
+/// losses), each candidate measured once for `seconds`. Every responder is then measured at that setting, so that
+/// the ceiling is the kernel's and not dnsperf's. Prints each candidate's rate and the choice.
+func findLoadSetting(_ lab: Lab, binary: String, file: String, seconds: Int = 4) async throws -> LoadSetting {
+    let responder = try await startCeiling(lab, binary: binary, batched: false)
+    defer { _ = responder.terminate() }
+    var best = (setting: LoadSetting.single, qps: 0.0)
+    for setting in LoadSetting.candidates {
+        let run = try await dnsperf(
+            lab, server: lab.host(.proxy).ipv4, port: ceilingPort, file: file, seconds: seconds,
+            extra: setting.arguments)
+        let verdict = run.flaw.map { " (not clean: \($0))" } ?? ""
+        print("mdns_load_setting_ceiling_qps: \(setting): \(Int(run.qps))\(verdict)")
+        if run.flaw == nil, run.qps > best.qps { best = (setting, run.qps) }
+    }
+    print("mdns_load_setting: \(best.setting) (the zero-work responder's best: \(Int(best.qps)) answers/s)")
+    return best.setting
+}
+
 /// Repeated measurements of one figure: the median is reported, the spread printed beside it.
 struct Samples {
     var values: [Double] = []

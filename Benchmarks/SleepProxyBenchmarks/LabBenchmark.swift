@@ -181,14 +181,15 @@ func microseconds(_ value: Double?) -> String {
     value.map { String(Int($0.rounded())) } ?? "n/a"
 }
 
-/// dnsperf from the waker at `server`, `port`: at full load (128 outstanding) for `seconds`, then, unless
-/// `pacedSeconds` is 0, paced at 1,000 queries a second for `pacedSeconds`.
+/// dnsperf from the waker at `server`, `port`: at full load (`load`) for `seconds`, then, unless `pacedSeconds` is
+/// 0, paced at 1,000 queries a second for `pacedSeconds`.
 func measureAnswers(
-    _ lab: Lab, server: String, port: Int = 5353, file: String, seconds: Int, pacedSeconds: Int, responder: Int32
+    _ lab: Lab, server: String, port: Int = 5353, file: String, seconds: Int, pacedSeconds: Int, responder: Int32,
+    load setting: LoadSetting = .single
 ) async throws -> AnswerFigures {
     let cpuBefore = processCPUSeconds(responder)
     let load = try await dnsperf(
-        lab, server: server, port: port, file: file, seconds: seconds, extra: ["-q", "128", "-c", "1"])
+        lab, server: server, port: port, file: file, seconds: seconds, extra: setting.arguments)
     let cpu = processCPUSeconds(responder) - cpuBefore
     let paced =
         pacedSeconds > 0
@@ -326,6 +327,8 @@ func runMDNSComparison(seconds: Int = 10, rounds: Int = 3) async throws {
         try profile.queryFile(file)
         let proxyAddress = lab.host(.proxy).ipv4
         let ceilingBinary = try buildCeiling(in: lab)
+        var setting = LoadSetting.single
+        if let ceilingBinary { setting = try await findLoadSetting(lab, binary: ceilingBinary, file: file) }
         var ours = ResponderRuns()
         var baseline = ResponderRuns()
         var avahi = ResponderRuns()
@@ -343,7 +346,8 @@ func runMDNSComparison(seconds: Int = 10, rounds: Int = 3) async throws {
             let stopProfile = round == 1 ? startProfile(lab, daemon.pid, name: "mdns-50-hosts", seconds: seconds) : {}
             let lookups = answerCacheLookups(lab)
             let figures = try await measureAnswers(
-                lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: 0, responder: daemon.pid)
+                lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: 0, responder: daemon.pid,
+                load: setting)
             ours.addCacheShare(from: lookups, to: answerCacheLookups(lab))
             stopProfile()
             // The paced run after the load run, as for avahi-daemon below.
@@ -359,7 +363,7 @@ func runMDNSComparison(seconds: Int = 10, rounds: Int = 3) async throws {
                     let responder = try await startCeiling(lab, binary: ceilingBinary, batched: mode)
                     let figures = try await measureAnswers(
                         lab, server: proxyAddress, port: ceilingPort, file: file, seconds: seconds, pacedSeconds: 0,
-                        responder: responder.pid)
+                        responder: responder.pid, load: setting)
                     _ = responder.terminate()
                     if mode { batched.add(figures, round: round) } else { ceiling.add(figures, round: round) }
                 }
@@ -375,7 +379,7 @@ func runMDNSComparison(seconds: Int = 10, rounds: Int = 3) async throws {
                 baseline.add(
                     try await measureAnswers(
                         lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: seconds / 2,
-                        responder: other.pid), round: round)
+                        responder: other.pid, load: setting), round: round)
                 baseline.addCacheShare(from: lookups, to: answerCacheLookups(lab))
                 other.signal(SIGTERM)
                 _ = other.wait(timeout: .seconds(10))
@@ -387,12 +391,12 @@ func runMDNSComparison(seconds: Int = 10, rounds: Int = 3) async throws {
             avahi.add(
                 try await measureAnswers(
                     lab, server: proxyAddress, file: file, seconds: seconds, pacedSeconds: seconds / 2,
-                    responder: unlimited.daemon.pid), round: round)
+                    responder: unlimited.daemon.pid, load: setting), round: round)
             await unlimited.stop(graceful: true)
         }
         let throttled = try await lab.startAvahi(on: .proxy, hostName: "proxy", services: services, staticHosts: hosts)
         let limited = try await dnsperf(
-            lab, server: proxyAddress, file: file, seconds: 5, extra: ["-q", "128", "-c", "1"])
+            lab, server: proxyAddress, file: file, seconds: 5, extra: setting.arguments)
         await throttled.stop(graceful: true)
 
         print("mdns_held_hosts: \(profile.count)")
@@ -413,6 +417,14 @@ func runMDNSComparison(seconds: Int = 10, rounds: Int = 3) async throws {
             ceiling.print("mdns_ceiling", latency: false)
             batched.print("mdns_ceiling_batched", latency: false)
         }
+        // CPU per answer first: it does not depend on which process wins the two cores.
+        let cpuVersusCeiling = pairedRatio(ours.cpu, ceiling.cpu)
+        let cpuVersusAvahi = pairedRatio(ours.cpu, avahi.cpu)
+        print("mdns_load: \(setting)")
+        print("mdns_cpu_per_answer_vs_ceiling: \(cpuVersusCeiling.median.map { String(format: "%.2f", $0) } ?? "n/a")")
+        print("mdns_cpu_per_answer_vs_ceiling_runs: \(cpuVersusCeiling.summary("%.2f"))")
+        print("mdns_cpu_per_answer_vs_avahi: \(cpuVersusAvahi.median.map { String(format: "%.2f", $0) } ?? "n/a")")
+        print("mdns_cpu_per_answer_vs_avahi_runs: \(cpuVersusAvahi.summary("%.2f"))")
         let versusAvahi = pairedRatio(ours.qps, avahi.qps)
         print("mdns_qps_vs_avahi: \(versusAvahi.median.map { String(format: "%.2f", $0) } ?? "n/a")")
         print("mdns_qps_vs_avahi_runs: \(versusAvahi.summary("%.2f"))")
