@@ -1,10 +1,11 @@
-// Neighbour entries through rtnetlink and IPv6 multicast memberships: the NLMSG_* / RTA_* macros and the
-// IPV6_JOIN_GROUP alias are not importable into Swift.
+// Neighbour entries through rtnetlink and link-layer multicast memberships: the NLMSG_* / RTA_* macros and the
+// socket options are not importable into Swift.
 #define _GNU_SOURCE 1
 
 #include "CNetSupport.h"
 
 #include <errno.h>
+#include <linux/if_packet.h>
 #include <linux/neighbour.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -213,16 +214,20 @@ int sp_neighbour_change(int fd, uint32_t port_id, uint32_t sequence, int remove,
     }
 }
 
-int sp_ipv6_membership_socket(void) {
-    int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
+int sp_link_membership_socket(void) {
+    // Protocol 0: the socket is bound to no protocol and so receives no frame; it only holds memberships.
+    int fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     return fd < 0 ? -errno : fd;
 }
 
-int sp_ipv6_membership_change(int fd, int join, const uint8_t *group, uint32_t interface_index) {
-    struct ipv6_mreq request;
+int sp_link_membership_change(int fd, int add, const uint8_t *mac, uint32_t interface_index) {
+    struct packet_mreq request;
     memset(&request, 0, sizeof request);
-    memcpy(&request.ipv6mr_multiaddr, group, 16);
-    request.ipv6mr_interface = interface_index;
-    int result = setsockopt(fd, IPPROTO_IPV6, join ? IPV6_JOIN_GROUP : IPV6_LEAVE_GROUP, &request, sizeof request);
+    request.mr_ifindex = (int)interface_index;
+    request.mr_type = PACKET_MR_MULTICAST;
+    request.mr_alen = 6;
+    memcpy(request.mr_address, mac, 6);
+    int result = setsockopt(fd, SOL_PACKET, add ? PACKET_ADD_MEMBERSHIP : PACKET_DROP_MEMBERSHIP, &request,
+                            sizeof request);
     return result == 0 ? 0 : -errno;
 }

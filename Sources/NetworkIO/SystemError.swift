@@ -53,12 +53,6 @@ public struct SystemError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let joinFailed = Code("join failed")
         /// The kernel refused to leave a multicast group.
         public static let leaveFailed = Code("leave failed")
-        /// Even a fresh socket could not take a multicast group: the kernel is out of memory, or
-        /// `net.core.optmem_max` is too small for a single membership.
-        public static let limitReached = Code("limit reached")
-        /// Another socket was needed, but the calling thread is not in the network namespace the facility was
-        /// opened in.
-        public static let wrongNamespace = Code("wrong namespace")
         /// `NOTIFY_SOCKET` is neither an absolute path nor `@name`, or too long.
         public static let invalidSocket = Code("invalid NOTIFY_SOCKET")
     }

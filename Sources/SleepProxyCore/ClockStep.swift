@@ -53,6 +53,7 @@ extension SleepProxyCore {
         }
         allowances.clockStepped(by: step)
         seen.moveTimes(by: step)
+        listener.moveTimes(by: step)
         refreshAllHostDeadlines()
         let seconds = step.components.seconds
         actions.append(

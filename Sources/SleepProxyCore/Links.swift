@@ -67,6 +67,7 @@ extension SleepProxyCore {
         retiring.remove(interface)
         links[interface] = nil
         seen.remove(on: interface)
+        listener.remove(interface)
         hosts.forgetWatchedPrefixes(on: interface)
         schedule.updatePending({ _ in }, dropping: { $0.interface == interface })
         refreshAllHostDeadlines()

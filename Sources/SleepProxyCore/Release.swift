@@ -184,7 +184,7 @@ extension SleepProxyCore {
     /// host.
     mutating func drop(_ key: OwnerKey, reason: DropReason, now: UnixTime) -> [Action] {
         guard hosts[key] != nil else { return [] }
-        var actions = stopTakeovers(of: key)
+        var actions = stopTakeovers(of: key, now: now)
         guard let host = hosts.remove(key) else { return actions }
         statistics.releases[reason.release, default: 0] += 1
         if reason.goodbyes {

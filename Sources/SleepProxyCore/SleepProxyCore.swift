@@ -8,7 +8,8 @@ public import NetworkAddresses
 /// the actions it returns, in order (see `Action` for the order the shell keeps). This file is its face: what it
 /// holds, and every input it takes and every report it gives, each delegating to the rules: registrations in
 /// `Registration.swift`, when a host leaves in `Release.swift`, conflicts over held names in `Conflicts.swift`,
-/// answers in `Answers.swift`, multicast timing in `MulticastTiming.swift`, addresses in `Takeover.swift`,
+/// answers in `Answers.swift`, multicast timing in `MulticastTiming.swift`, addresses in `Takeover.swift` (and
+/// their multicast groups in `MulticastListener.swift`),
 /// wakes in `Wake.swift`, keepalives in `Keepalive.swift`, links in `Links.swift`, the proxy's own service in
 /// `Advertisement.swift`, clock steps in `ClockStep.swift`.
 public struct SleepProxyCore: Sendable {
@@ -30,6 +31,8 @@ public struct SleepProxyCore: Sendable {
     var declared: [OwnerKey: DeclaredWatch] = [:]
     /// Every machine heard on the served links (`SeenMachines.swift`).
     var seen = SeenMachines()
+    /// MLD for the solicited-node groups of held addresses (`MulticastListener.swift`).
+    var listener = MulticastListener()
     /// What it has done so far, counted for the daemon's metrics.
     public internal(set) var statistics = CoreStatistics()
 
@@ -126,6 +129,7 @@ public struct SleepProxyCore: Sendable {
         actions += advanceHosts(now: now)
         actions += advanceDeclared(now: now)
         actions += sendDueResponses(now: now)
+        actions += sendDueReports(now: now)
         for interface in advertisements.interfaces {
             actions += stepAdvertisement(on: interface, now: now)
         }
@@ -199,8 +203,11 @@ public struct SleepProxyCore: Sendable {
 
     /// The next time `tick` has work to do, if any.
     public var nextDeadline: UnixTime? {
-        [hosts.nextLeaseExpiry, schedule.earliestDue, advertisementDeadline, hosts.nextStep, declaredDeadline]
-            .compactMap { $0 }.min()
+        [
+            hosts.nextLeaseExpiry, schedule.earliestDue, advertisementDeadline, hosts.nextStep, declaredDeadline,
+            listener.nextDue,
+        ]
+        .compactMap { $0 }.min()
     }
 
     // MARK: Steps

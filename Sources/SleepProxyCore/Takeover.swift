@@ -70,7 +70,7 @@ extension SleepProxyCore {
         let wantedSet = Set(wanted)
         for address in current.addresses where !wantedSet.contains(address) {
             current[address] = nil
-            actions += stopTakeover(of: address, key: key)
+            actions += stopTakeover(of: address, key: key, now: now)
         }
         for address in wanted where current[address] == nil {
             // An address another owner already holds stays with it (a name hijack was refused already).
@@ -78,6 +78,7 @@ extension SleepProxyCore {
             current[address] = AddressTakeover(phase: .probing(sent: 0), next: now + TakeoverTiming.firstProbe)
             if case .v6(let v6) = address, hosts.joinGroup(v6.solicitedNodeGroup, on: key.interface) {
                 actions.append(.joinMulticastGroup(key.interface, v6.solicitedNodeGroup))
+                listener.change(v6.solicitedNodeGroup, listening: true, on: key.interface, now: now)
             }
         }
         let changed = !current.holdsTheSameAddresses(as: host.takeovers)
@@ -103,11 +104,11 @@ extension SleepProxyCore {
     }
 
     /// Stops every take-over of a host that is going.
-    mutating func stopTakeovers(of key: OwnerKey) -> [Action] {
+    mutating func stopTakeovers(of key: OwnerKey, now: UnixTime) -> [Action] {
         guard let current = hosts[key]?.takeovers, !current.isEmpty else { return [] }
         var actions: [Action] = []
         for address in current.addresses {
-            actions += stopTakeover(of: address, key: key)
+            actions += stopTakeover(of: address, key: key, now: now)
         }
         hosts.updateService(key) { $0.takeovers = [:] }
         refreshHostDeadline()
@@ -144,11 +145,12 @@ extension SleepProxyCore {
     /// to other addresses stays in the kernel.
     static let watchedPrefixLimit = 64
 
-    private mutating func stopTakeover(of address: IPAddress, key: OwnerKey) -> [Action] {
+    private mutating func stopTakeover(of address: IPAddress, key: OwnerKey, now: UnixTime) -> [Action] {
         var actions: [Action] = []
         hosts.release(address, of: key)
         if case .v6(let v6) = address, hosts.leaveGroup(v6.solicitedNodeGroup, on: key.interface) {
             actions.append(.leaveMulticastGroup(key.interface, v6.solicitedNodeGroup))
+            listener.change(v6.solicitedNodeGroup, listening: false, on: key.interface, now: now)
         }
         if hosts.updateService(key, { $0.neighbourEntries.remove(address) }) != nil {
             actions.append(.removeNeighbour(key.interface, address))
@@ -303,6 +305,8 @@ extension SleepProxyCore {
             actions += handleARP(arp, from: frame.header.source, link: link, now: now)
         } else if let ipv6 = frame.ipv6, let icmp = frame.icmpv6, ipv6.header.hopLimit == 255 {
             actions += handleND(icmp, ipv6: ipv6.header, from: frame.header.source, link: link, now: now)
+        } else if frame.ipv6?.header.nextHeader.rawValue == 0, let query = MLDQuery(frame) {
+            listener.hear(query, on: interface, now: now, random: &random)
         } else {
             actions += checkWakeTrigger(frame, link: link, now: now)
         }

@@ -381,12 +381,16 @@ public final class InterfaceShell: InterfaceEffects, @unchecked Sendable {
 
     // MARK: The capture filter
 
-    /// The kernel filter: mDNS to us, all ARP, ICMPv6 with hop limit 255 (Neighbour Discovery), IP to the held
-    /// addresses (the prefixes the core hands over: each address while few, the narrowest prefixes that keep the
-    /// program small when many), and every frame from the MACs of declared hosts (whatever it is, it says the host
-    /// is awake). Traffic to other addresses stays in the kernel; the core checks every packet exactly.
+    /// The kernel filter: mDNS to us, all ARP, ICMPv6 with hop limit 255 (Neighbour Discovery), MLD queries (ICMPv6
+    /// type 130 behind the 8-byte Hop-by-Hop header every querier sends: the core answers for the groups of held
+    /// addresses, `MulticastListener`), IP to the held addresses (the prefixes the core hands over: each address
+    /// while few, the narrowest prefixes that keep the program small when many), and every frame from the MACs of
+    /// declared hosts (whatever it is, it says the host is awake). Traffic to other addresses stays in the kernel; the core checks every packet exactly.
     static func filter(for prefixes: [Link.Prefix], sources: [MACAddress] = []) -> String {
-        var parts = ["udp dst port \(MulticastDNS.port)", "arp", "(icmp6 and ip6[7] = 255)"]
+        var parts = [
+            "udp dst port \(MulticastDNS.port)", "arp", "(icmp6 and ip6[7] = 255)",
+            "(ip6[6] = 0 and ip6[40] = 58 and ip6[41] = 0 and ip6[48] = 130)",
+        ]
         parts += prefixes.map(destinationTerm)
         parts += sources.map { "ether src \($0)" }
         return parts.joined(separator: " or ")

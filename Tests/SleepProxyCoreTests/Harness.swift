@@ -145,8 +145,21 @@ extension [Action] {
         transmissions.compactMap { try? DNSMessage(decoding: $0.bytes) }
     }
 
+    /// The frames put on the wire, but for MLD reports (which every take-over of an IPv6 address brings; see
+    /// `mldReports`).
     var injectedFrames: [[UInt8]] {
-        compactMap { if case .injectFrame(_, let bytes) = $0 { bytes } else { nil } }
+        compactMap { if case .injectFrame(_, let bytes) = $0, !Self.isMLDReport(bytes) { bytes } else { nil } }
+    }
+
+    /// The MLD reports and Dones put on the wire (`MulticastListener`).
+    var mldReports: [[UInt8]] {
+        compactMap { if case .injectFrame(_, let bytes) = $0, Self.isMLDReport(bytes) { bytes } else { nil } }
+    }
+
+    /// IPv6 with a Hop-by-Hop header, then ICMPv6 type 131 (MLDv1 report), 132 (Done) or 143 (MLDv2 report).
+    static func isMLDReport(_ bytes: [UInt8]) -> Bool {
+        bytes.count > 62 && bytes[12] == 0x86 && bytes[13] == 0xDD && bytes[20] == 0 && bytes[54] == 58
+            && [131, 132, 143].contains(bytes[62])
     }
 
     var logLines: [(LogLevel, String)] {

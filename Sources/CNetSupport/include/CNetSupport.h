@@ -205,15 +205,15 @@ int sp_neighbour_change(int fd, uint32_t port_id, uint32_t sequence, int remove,
 /// NUD_PERMANENT, for Swift (the kernel header's macros are not imported).
 extern const uint16_t sp_nud_permanent;
 
-// MARK: IPv6 multicast membership
+// MARK: Link-layer multicast membership
 
-/// Opens an IPv6 UDP socket that is never bound and so never receives anything: a holder of IPV6_JOIN_GROUP
-/// memberships. Non-blocking, close-on-exec. Returns the descriptor or -errno.
-int sp_ipv6_membership_socket(void);
+/// Opens a packet socket bound to no protocol, which therefore receives nothing: a holder of
+/// PACKET_ADD_MEMBERSHIP memberships. Non-blocking, close-on-exec. Returns the descriptor or -errno.
+int sp_link_membership_socket(void);
 
-/// Joins (`join` non-zero, IPV6_JOIN_GROUP) or leaves (IPV6_LEAVE_GROUP) the IPv6 multicast group `group`
-/// (16 bytes) on `interface_index` through socket `fd`. Returns 0 or -errno.
-int sp_ipv6_membership_change(int fd, int join, const uint8_t *group, uint32_t interface_index);
+/// Adds (`add` non-zero, PACKET_ADD_MEMBERSHIP) or drops (PACKET_DROP_MEMBERSHIP) the link-layer multicast
+/// address `mac` (6 bytes, PACKET_MR_MULTICAST) on `interface_index` through socket `fd`. Returns 0 or -errno.
+int sp_link_membership_change(int fd, int add, const uint8_t *mac, uint32_t interface_index);
 
 // MARK: Wake-on-LAN
 

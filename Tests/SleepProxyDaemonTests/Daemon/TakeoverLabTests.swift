@@ -229,4 +229,91 @@ struct TakeoverLabTests {
             #expect(!daemon.stderr.contains("waking"), "\(daemon.stderr)")
         }
     }
+
+    /// A switch with MLD snooping forwards a solicited-node group's frames only to the ports that reported it. The
+    /// lab's bridge becomes such a switch (snooping, its own querier with short timers, no flooding of unreported
+    /// multicast to the proxy's port), with an MLDv1 or an MLDv2 querier; the sleeper leaves its groups as it
+    /// sleeps. The proxy's reports, and its answers to the bridge's queries, keep the group of the held address on
+    /// the proxy's port past several membership intervals, and so the waker's solicitation reaches the proxy.
+    @Test(arguments: [1, 2])
+    func aSnoopingSwitchForwardsSolicitationsForAHeldAddressToTheProxy(mldVersion: Int) async throws {
+        try await Lab.withLab { lab in
+            let bridge = lab.bridgeNamespace
+            for command in [
+                ["ip", "-n", bridge, "address", "add", "fe80::b0/64", "dev", "br0", "nodad"],
+                [
+                    "ip", "-n", bridge, "link", "set", "br0", "type", "bridge", "mcast_snooping", "1",
+                    "mcast_querier", "1", "mcast_mld_version", String(mldVersion), "mcast_query_interval", "200",
+                    "mcast_query_response_interval", "100", "mcast_membership_interval", "500",
+                    "mcast_startup_query_interval", "100",
+                ],
+                ["bridge", "-n", bridge, "link", "set", "dev", "p-proxy", "mcast_flood", "off"],
+            ] {
+                let result = try Lab.runInTestNamespace(command, timeout: .seconds(10))
+                try #require(result.succeeded, "\(command.joined(separator: " ")): \(result)")
+            }
+            let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
+            defer { daemon.signal(SIGTERM) }
+            let sleeper = lab.host(.sleeper)
+            let ula = try #require(IPv6Address(sleeper.ula))
+            let group = ula.solicitedNodeGroup
+            let client = try lab.withNamespace(.sleeper) {
+                try DatagramSocket(family: .ipv4, interface: "eth0", port: 0)
+            }
+            defer { client.close() }
+            let host: DNSName = "Sleeper.local."
+            let records: [DNSRecord] = [
+                DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .aaaa(ula)),
+                DNSRecord(name: ReverseMapping.name(of: .v6(ula)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
+            ]
+            let mac = try #require(MACAddress(sleeper.macString))
+            let bytes = ClientMessage.update(
+                id: 0x6667, records: records, owner: OwnerOption(sequence: 1, primaryMAC: mac))
+            try client.send(
+                bytes, to: Endpoint(address: try #require(IPAddress(lab.host(.proxy).ipv4)), port: 5354), scopeID: 0,
+                from: try ip(sleeper.ipv4), interfaceIndex: 0)
+            _ = try await nextDatagram(from: client, within: .seconds(5))
+            try lab.sleep(.sleeper)
+            try await daemon.waitUntilLogged(
+                "took over \(sleeper.ula)", "the take-over of \(sleeper.ula)", within: .seconds(15))
+
+            // The bridge learns the group on the proxy's port from the proxy's report ...
+            func ports() async throws -> Set<String> {
+                let result = try Lab.runInTestNamespace(["bridge", "-n", bridge, "mdb", "show"], timeout: .seconds(5))
+                guard result.succeeded else { throw TestFailure("bridge mdb show: \(result)") }
+                // `dev br0 port p-proxy grp ff02::1:ff00:2 temp`
+                return Set(
+                    result.stdout.split(separator: "\n").compactMap { line in
+                        let fields = line.split(whereSeparator: \.isWhitespace).map(String.init)
+                        guard let port = fields.firstIndex(of: "port"), let grp = fields.firstIndex(of: "grp"),
+                            port + 1 < fields.count, grp + 1 < fields.count,
+                            IPv6Address(fields[grp + 1]) == group
+                        else { return nil }
+                        return fields[port + 1]
+                    })
+            }
+            _ = try await eventually("the bridge to list \(group) on p-proxy", within: .seconds(10)) {
+                try await ports().contains("p-proxy") ? true : nil
+            }
+            // ... and keeps it there through three membership intervals (5 s), only because the proxy answers the
+            // queries (every 2 s); the sleeper's entry, if it had one, times out.
+            let clock = ContinuousClock()
+            let until = clock.now + .seconds(15)
+            while clock.now < until {
+                let now = try await ports()
+                #expect(now.contains("p-proxy"), "the bridge dropped \(group) from the proxy's port: \(now)")
+                if !now.contains("p-proxy") { break }
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            #expect(try await ports().contains("p-sleeper") == false)
+
+            // The waker solicits the address; only the proxy's port gets the solicitation, and the proxy answers.
+            _ = try await lab.run(.waker, ["ping", "-6", "-c", "1", "-W", "2", sleeper.ula])
+            let neighbour = try await eventually("the waker's neighbour entry", within: .seconds(5)) {
+                let entry = try await lab.run(.waker, ["ip", "-6", "neigh", "show", sleeper.ula, "dev", "eth0"])
+                return entry.stdout.contains("lladdr") ? entry.stdout : nil
+            }
+            #expect(neighbour.lowercased().contains(lab.host(.proxy).macString.lowercased()), "\(neighbour)")
+        }
+    }
 }
