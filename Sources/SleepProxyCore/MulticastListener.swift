@@ -57,16 +57,15 @@ struct MulticastListener: Sendable {
 
     /// Starts (`listening`) or stops listening to `group`: the change is reported at `now`.
     mutating func change(_ group: IPv6Address, listening: Bool, on interface: InterfaceName, now: UnixTime) {
-        var state = interfaces[interface] ?? Interface()
+        // In place: a copy of the interface's state would copy its set of (thousands of) groups at every change.
         if listening {
-            state.groups.insert(group)
+            interfaces[interface, default: Interface()].groups.insert(group)
         } else {
-            state.groups.remove(group)
-            state.groupsDue[group] = nil
+            interfaces[interface, default: Interface()].groups.remove(group)
+            interfaces[interface]?.groupsDue[group] = nil
         }
-        state.changes[group] = (listening, Self.robustness)
-        state.changesDue = now
-        interfaces[interface] = state
+        interfaces[interface]?.changes[group] = (listening, Self.robustness)
+        interfaces[interface]?.changesDue = now
     }
 
     /// A query heard on `interface`: its answer is scheduled (nothing if it asks about no group held here).

@@ -17,8 +17,9 @@ import Synchronization
 /// layer knows nothing of them: its list of joined groups is searched linearly for every IPv6 multicast packet
 /// the host sends or receives and for every join, and with one group per held address that search came to be
 /// most of what a registration cost the daemon with thousands of hosts held. The kernel keeps link-layer
-/// addresses in a tree and charges a packet socket's memberships to no option-memory limit, so one socket holds
-/// any number of them. A Neighbour Solicitation to such a group still reaches the capture (which sees frames
+/// addresses in a tree and charges a packet socket's memberships to no option-memory limit; only the socket's own
+/// list is searched linearly at each change, so the groups are spread over ``socketCount`` sockets by their low
+/// bits (with 10,000 groups, about 600 each). A Neighbour Solicitation to such a group still reaches the capture (which sees frames
 /// before the IPv6 layer) and the IPv6 layer, which drops it as not for this host.
 ///
 /// Without an IPv6 membership the kernel sends no MLD report for the group, and a switch with MLD snooping would
@@ -30,10 +31,10 @@ import Synchronization
 /// nothing and return `false`. Several held addresses can share one solicited-node group (only the low 24 bits
 /// count); the caller keeps the set of groups it needs and joins and leaves the differences. The kernel counts
 /// link-layer memberships per device, so leaving never takes an address away from the host's own groups or
-/// another socket. ``close()`` closes the socket, which drops every membership.
+/// another socket. ``close()`` closes the sockets, which drops every membership.
 ///
-/// The socket is created by the initialiser in the calling thread's network namespace; the interface index is
-/// looked up there on every change. It is `Sendable`: the socket sits behind a lock, and no method blocks.
+/// The sockets are created by the initialiser in the calling thread's network namespace; the interface index is
+/// looked up there on every change. It is `Sendable`: the sockets sit behind a lock, and no method blocks.
 public final class MulticastMembership: Sendable {
     /// The index of the interface the groups are joined on.
     public let interfaceIndex: UInt32
@@ -42,30 +43,38 @@ public final class MulticastMembership: Sendable {
 
     private let state: Mutex<State>
 
+    /// How many packet sockets hold the memberships.
+    public static let socketCount = 16
+
     private struct State {
-        /// The packet socket holding the memberships; -1 once closed.
-        var descriptor: Int32
+        /// The packet sockets holding the memberships, a group on the one its low bits choose; empty once closed.
+        var descriptors: [Int32]
         var groups: Set<IPv6Address> = []
     }
 
     /// Prepares to join groups on the interface with index `interfaceIndex` in the calling thread's network
-    /// namespace, opening the socket.
+    /// namespace, opening the sockets.
     ///
     /// - Throws: ``SystemError`` with code ``SystemError/Code/interfaceNotFound`` if the
     ///   namespace has no such interface (or `interfaceIndex` is 0), ``SystemError/Code/openFailed``
-    ///   if the socket cannot be opened.
+    ///   if a socket cannot be opened.
     public init(interfaceIndex: UInt32) throws {
         guard let name = NetworkInterface.name(ofIndex: interfaceIndex) else {
             throw SystemError.membershipInterfaceNotFound(index: interfaceIndex)
         }
-        let descriptor = sp_link_membership_socket()
-        guard descriptor >= 0 else {
-            throw SystemError.openFailed(
-                errno: -descriptor, interface: "\(name) (index \(interfaceIndex))")
+        var descriptors: [Int32] = []
+        for _ in 0..<Self.socketCount {
+            let descriptor = sp_link_membership_socket()
+            guard descriptor >= 0 else {
+                for open in descriptors { _ = Glibc.close(open) }
+                throw SystemError.openFailed(
+                    errno: -descriptor, interface: "\(name) (index \(interfaceIndex))")
+            }
+            descriptors.append(descriptor)
         }
         self.interfaceIndex = interfaceIndex
         self.interfaceName = name
-        self.state = Mutex(State(descriptor: descriptor))
+        self.state = Mutex(State(descriptors: descriptors))
     }
 
     deinit {
@@ -106,14 +115,15 @@ public final class MulticastMembership: Sendable {
     private func change(_ group: IPv6Address, join: Bool, interface: String) throws -> Bool {
         let interfaceIndex = interfaceIndex
         return try state.withLock { state throws(SystemError) -> Bool in
-            guard state.descriptor >= 0 else {
+            guard !state.descriptors.isEmpty else {
                 throw SystemError.membershipClosed(
                     operation: "\(join ? "join" : "leave") \(group)", interface: interface)
             }
             guard state.groups.contains(group) != join else { return false }
             let mac = MACAddress(ipv6Multicast: group)
+            let descriptor = state.descriptors[Int(group.low % UInt64(state.descriptors.count))]
             let result = mac.array.withUnsafeBufferPointer { bytes in
-                sp_link_membership_change(state.descriptor, join ? 1 : 0, bytes.baseAddress, interfaceIndex)
+                sp_link_membership_change(descriptor, join ? 1 : 0, bytes.baseAddress, interfaceIndex)
             }
             // On a drop, EADDRNOTAVAIL / ENOENT: the kernel holds no such membership; it is gone either way.
             guard result == 0 || (!join && (result == -EADDRNOTAVAIL || result == -ENOENT)) else {
@@ -128,13 +138,12 @@ public final class MulticastMembership: Sendable {
         }
     }
 
-    /// Leaves every group by closing the socket. Safe to call more than once; later joins and leaves fail with
+    /// Leaves every group by closing the sockets. Safe to call more than once; later joins and leaves fail with
     /// ``SystemError/Code/closed``.
     public func close() {
         state.withLock { state in
-            guard state.descriptor >= 0 else { return }
-            _ = Glibc.close(state.descriptor)
-            state.descriptor = -1
+            for descriptor in state.descriptors { _ = Glibc.close(descriptor) }
+            state.descriptors = []
             state.groups = []
         }
     }

@@ -68,7 +68,7 @@ struct MulticastMembershipLabTests {
         }
     }
 
-    @Test("10,000 groups join on one socket, all show in ip maddr, and close() drops them all")
+    @Test("10,000 groups join, all show in ip maddr, and close() drops them all")
     func tenThousandGroups() async throws {
         try await Lab.withLab { lab in
             let groups = solicitedNodeGroups(10_000)
@@ -100,7 +100,7 @@ struct MulticastMembershipLabTests {
     /// 364 groups); link-layer ones are not. Only where the setting is per network namespace (its file exists
     /// inside one) does the test lower it, for the proxy's namespace alone.
     @Test(
-        "with little option memory per socket, 1,000 groups still join on one socket",
+        "with little option memory per socket, 1,000 groups still join",
         .enabled(
             if: Self.optionMemoryIsPerNamespace,
             "net.core.optmem_max is machine-wide on this kernel: the test would change the machine's value"))
