@@ -572,6 +572,9 @@ func runScaling(counts: [Int] = scalingCounts(), seconds: Int = 5, rounds: Int =
             if let moreCPU {
                 print("registration_lab_cpu_us_each_0_held: \(String(format: "%.1f", firstCPU * 1e6 / Double(first)))")
                 print("registration_lab_cpu_us_each_\(count / 1000)k_held: \(String(format: "%.1f", moreCPU * 1e3))")
+                judge(
+                    "3 (whole daemon, lab) registration_lab_cpu_us_each_\(count / 1000)k_held over _0_held",
+                    moreCPU * 1e3 / (firstCPU * 1e6 / Double(first)), "<=", 1.2)
             }
             ours.print("\(prefix)_mdns", latency: true)
             let versusCeiling = pairedRatio(ours.qps, ceiling.qps)

@@ -11,7 +11,17 @@ struct OwnTransmissions {
         var sentAt: UInt64
     }
 
-    private var entries: [[UInt8]: Entry] = [:]
+    /// A message's bytes as a key hashed in one pass over the buffer: `[UInt8]`'s own hashing feeds the hasher one
+    /// byte at a time, which made the key of every announcement a few percent of what a registration cost.
+    private struct Key: Hashable {
+        var bytes: [UInt8]
+
+        func hash(into hasher: inout Hasher) {
+            bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
+    }
+
+    private var entries: [Key: Entry] = [:]
     private var oldest: UInt64 = .max
     static let lifetime: UInt64 = 5_000_000_000
     static let capacity = 4_096
@@ -23,16 +33,18 @@ struct OwnTransmissions {
             if entries.count >= Self.capacity { entries.removeAll() }
             oldest = entries.values.map(\.sentAt).min() ?? .max
         }
-        entries[bytes, default: Entry(pending: 0, sentAt: now)].pending += 1
-        entries[bytes]?.sentAt = now
+        let key = Key(bytes: bytes)
+        entries[key, default: Entry(pending: 0, sentAt: now)].pending += 1
+        entries[key]?.sentAt = now
         oldest = min(oldest, now)
     }
 
     /// Whether `bytes` is a message we sent and the capture had not returned yet; claims it.
     mutating func claim(_ bytes: [UInt8]) -> Bool {
-        guard var entry = entries[bytes] else { return false }
+        let key = Key(bytes: bytes)
+        guard var entry = entries[key] else { return false }
         entry.pending -= 1
-        entries[bytes] = entry.pending > 0 ? entry : nil
+        entries[key] = entry.pending > 0 ? entry : nil
         return true
     }
 }
