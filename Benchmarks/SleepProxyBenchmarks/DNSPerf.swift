@@ -19,6 +19,8 @@ struct DNSPerfResult {
     var responseCodes: [String: Int] = [:]
     /// Seconds, one per answered query (from dnsperf -v).
     var latencies: [Double]
+    /// The CPU dnsperf itself used (user and system), if the run reported it.
+    var cpuSeconds: Double?
 
     /// Why the run does not count as a clean measurement: queries lost, answers other than NOERROR, or none at
     /// all. Nil when clean.
@@ -39,10 +41,27 @@ struct DNSPerfResult {
 func dnsperf(
     _ lab: Lab, server: String, port: Int = 5353, file: String, seconds: Int, extra: [String]
 ) async throws -> DNSPerfResult {
+    // The shell reports its reaped child's CPU (cutime and cstime of its own /proc stat, read by a builtin, so that
+    // no other child counts), for the CPU the machine spent apart from the load generator.
+    let script = """
+        dnsperf "$@"; status=$?; read -r stat < /proc/$$/stat; echo "dnsperf_stat: ${stat##*) }"; exit $status
+        """
     let result = try await lab.run(
-        .waker, ["dnsperf", "-s", server, "-p", String(port), "-d", file, "-l", String(seconds), "-v"] + extra,
+        .waker,
+        ["sh", "-c", script, "sh", "-s", server, "-p", String(port), "-d", file, "-l", String(seconds), "-v"] + extra,
         timeout: .seconds(Int64(seconds) + 30))
-    return parseDNSPerf(result.stdout)
+    var parsed = parseDNSPerf(result.stdout)
+    parsed.cpuSeconds = childCPUSeconds(result.stdout)
+    return parsed
+}
+
+/// The children's CPU in a `dnsperf_stat:` line: the fields of `/proc/PID/stat` after the command name, where
+/// cutime and cstime are the 14th and 15th (fields 16 and 17 of the whole line), in clock ticks.
+func childCPUSeconds(_ output: String) -> Double? {
+    guard let line = output.split(separator: "\n").last(where: { $0.hasPrefix("dnsperf_stat: ") }) else { return nil }
+    let fields = line.dropFirst("dnsperf_stat: ".count).split(separator: " ")
+    guard fields.count > 14, let user = Double(fields[13]), let system = Double(fields[14]) else { return nil }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
 /// Reads dnsperf's summary (`Queries sent:`, `Queries completed:`, `Queries lost:`, `Response codes:`,

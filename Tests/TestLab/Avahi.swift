@@ -208,13 +208,14 @@ extension Lab {
     ///
     /// `configuration` adds or overrides settings of `avahi-daemon.conf`: section name to key to value, such as
     /// `["publish": ["publish-aaaa-on-ipv4": "no"]]`. The lab tears everything down; ``AvahiInstance/stop(graceful:)``
-    /// stops it earlier.
+    /// stops it earlier. `startup` bounds the wait for every service to be established (thousands take longer).
     public func startAvahi(
         on role: Role,
         hostName: String,
         services: [AvahiService] = [],
         staticHosts: [(name: String, address: String)] = [],
-        configuration: [String: [String: String]] = [:]
+        configuration: [String: [String: String]] = [:],
+        startup: Duration = .seconds(10)
     ) async throws -> AvahiInstance {
         // It waits for the daemon's output, blocking: off the cooperative thread pool.
         try await runOffCooperativePool { [self] in
@@ -238,7 +239,10 @@ extension Lab {
 
             var started: [LabProcess] = []
             do {
-                return try launchAvahi(on: role, hostName: hostName, directory: directory, services: services.count) {
+                return try launchAvahi(
+                    on: role, hostName: hostName, directory: directory, services: services.count,
+                    staticHosts: staticHosts.count, startup: startup
+                ) {
                     started.append($0)
                 }
             } catch {
@@ -255,9 +259,11 @@ extension Lab {
         hostName: String,
         directory: String,
         services expectedServices: Int,
+        staticHosts expectedHosts: Int = 0,
+        startup: Duration = .seconds(10),
         started: (LabProcess) -> Void
     ) throws -> AvahiInstance {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + startup
         let socket = directory + "/bus"
         let bus = try spawn(
             role,
@@ -295,6 +301,8 @@ extension Lab {
             guard let name = Self.announcedHostName(in: log) else { return false }
             announced = name
             return log.components(separatedBy: ") successfully established.").count - 1 >= expectedServices
+                && (expectedHosts == 0
+                    || log.components(separatedBy: "\" successfully established.").count - 1 >= expectedHosts)
         }
         return AvahiInstance(
             lab: self,

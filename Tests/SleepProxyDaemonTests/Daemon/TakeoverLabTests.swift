@@ -197,27 +197,7 @@ struct TakeoverLabTests {
             let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
             defer { daemon.signal(SIGTERM) }
             let sleeper = lab.host(.sleeper)
-            let ula = try #require(IPv6Address(sleeper.ula))
-            // The sleeper registers its ULA's reverse mapping along with its name and ssh.
-            let client = try lab.withNamespace(.sleeper) {
-                try DatagramSocket(family: .ipv4, interface: "eth0", port: 0)
-            }
-            defer { client.close() }
-            let host: DNSName = "Sleeper.local."
-            let records: [DNSRecord] = [
-                DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .aaaa(ula)),
-                DNSRecord(name: ReverseMapping.name(of: .v6(ula)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
-            ]
-            let mac = try #require(MACAddress(sleeper.macString))
-            let bytes = ClientMessage.update(
-                id: 0x6666, records: records, owner: OwnerOption(sequence: 1, primaryMAC: mac))
-            try client.send(
-                bytes, to: Endpoint(address: try #require(IPAddress(lab.host(.proxy).ipv4)), port: 5354), scopeID: 0,
-                from: try ip(sleeper.ipv4), interfaceIndex: 0)
-            _ = try await nextDatagram(from: client, within: .seconds(5))
-            try lab.sleep(.sleeper)
-            try await daemon.waitUntilLogged(
-                "took over \(sleeper.ula)", "the take-over of \(sleeper.ula)", within: .seconds(15))
+            try await Self.registerULAAndSleep(lab, daemon)
             // The waker solicits the address (a ping makes it) and learns the proxy's MAC.
             _ = try await lab.run(.waker, ["ping", "-6", "-c", "1", "-W", "2", sleeper.ula])
             let neighbour = try await eventually("the waker's neighbour entry", within: .seconds(5)) {
@@ -255,27 +235,8 @@ struct TakeoverLabTests {
             let daemon = try RegistrationDaemonLabTests().startDaemon(lab, state: lab.workDirectory + "/state")
             defer { daemon.signal(SIGTERM) }
             let sleeper = lab.host(.sleeper)
-            let ula = try #require(IPv6Address(sleeper.ula))
-            let group = ula.solicitedNodeGroup
-            let client = try lab.withNamespace(.sleeper) {
-                try DatagramSocket(family: .ipv4, interface: "eth0", port: 0)
-            }
-            defer { client.close() }
-            let host: DNSName = "Sleeper.local."
-            let records: [DNSRecord] = [
-                DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .aaaa(ula)),
-                DNSRecord(name: ReverseMapping.name(of: .v6(ula)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
-            ]
-            let mac = try #require(MACAddress(sleeper.macString))
-            let bytes = ClientMessage.update(
-                id: 0x6667, records: records, owner: OwnerOption(sequence: 1, primaryMAC: mac))
-            try client.send(
-                bytes, to: Endpoint(address: try #require(IPAddress(lab.host(.proxy).ipv4)), port: 5354), scopeID: 0,
-                from: try ip(sleeper.ipv4), interfaceIndex: 0)
-            _ = try await nextDatagram(from: client, within: .seconds(5))
-            try lab.sleep(.sleeper)
-            try await daemon.waitUntilLogged(
-                "took over \(sleeper.ula)", "the take-over of \(sleeper.ula)", within: .seconds(15))
+            let group = try #require(IPv6Address(sleeper.ula)).solicitedNodeGroup
+            try await Self.registerULAAndSleep(lab, daemon)
 
             // The bridge learns the group on the proxy's port from the proxy's report ...
             func ports() async throws -> Set<String> {
@@ -315,5 +276,31 @@ struct TakeoverLabTests {
             }
             #expect(neighbour.lowercased().contains(lab.host(.proxy).macString.lowercased()), "\(neighbour)")
         }
+    }
+
+    /// The sleeper registers its ULA's reverse mapping along with its name, goes to sleep, and the proxy takes the
+    /// ULA over.
+    static func registerULAAndSleep(_ lab: Lab, _ daemon: LabProcess) async throws {
+        let sleeper = lab.host(.sleeper)
+        let ula = try #require(IPv6Address(sleeper.ula))
+        let client = try lab.withNamespace(.sleeper) {
+            try DatagramSocket(family: .ipv4, interface: "eth0", port: 0)
+        }
+        defer { client.close() }
+        let host: DNSName = "Sleeper.local."
+        let records: [DNSRecord] = [
+            DNSRecord(name: host, ttl: 120, cacheFlush: true, rdata: .aaaa(ula)),
+            DNSRecord(name: ReverseMapping.name(of: .v6(ula)), ttl: 120, cacheFlush: true, rdata: .ptr(host)),
+        ]
+        let mac = try #require(MACAddress(sleeper.macString))
+        let bytes = ClientMessage.update(
+            id: 0x6666, records: records, owner: OwnerOption(sequence: 1, primaryMAC: mac))
+        try client.send(
+            bytes, to: Endpoint(address: try #require(IPAddress(lab.host(.proxy).ipv4)), port: 5354), scopeID: 0,
+            from: try ip(sleeper.ipv4), interfaceIndex: 0)
+        _ = try await nextDatagram(from: client, within: .seconds(5))
+        try lab.sleep(.sleeper)
+        try await daemon.waitUntilLogged(
+            "took over \(sleeper.ula)", "the take-over of \(sleeper.ula)", within: .seconds(15))
     }
 }
