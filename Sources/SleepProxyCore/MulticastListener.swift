@@ -14,8 +14,8 @@ import NetworkAddresses
 ///   Unsolicited Report Interval (1 s): Robustness Variable 2 (RFC 3810 sections 6.1 and 9.11); changes falling
 ///   together go in one report;
 /// - a general query is answered with the current state of every group (MODE_IS_EXCLUDE {}), at a random moment
-///   within its Maximum Response Delay (section 6.2), in reports of up to 72 records; a query for one group the
-///   proxy holds, with that group;
+///   within its Maximum Response Delay (section 6.2), in reports of up to 72 records, and at most once a second; a
+///   query for one group the proxy holds, with that group;
 /// - after an MLDv1 query (RFC 2710), for the Older Version Querier Present Timeout (260 s: Robustness 2 × Query
 ///   Interval 125 s + Query Response Interval 10 s, section 8.2.1), reports are MLDv1: one Report per group, to
 ///   the group, and a Done to `ff02::2` on leaving.
@@ -32,6 +32,8 @@ struct MulticastListener: Sendable {
         var changesDue: UnixTime?
         /// When the current state of every group is to be reported (a general query was heard).
         var generalDue: UnixTime?
+        /// When the current state of every group was last reported in answer to a general query.
+        var generalReportedAt: UnixTime?
         /// Groups asked about one by one, and when each is to be reported.
         var groupsDue: [IPv6Address: UnixTime] = [:]
         /// Until when an MLDv1 querier is present: reports are MLDv1 until then.
@@ -47,6 +49,9 @@ struct MulticastListener: Sendable {
     static let robustness = 2
     static let unsolicitedReportInterval: Duration = .seconds(1)
     static let olderVersionQuerierPresent: Duration = .seconds(260)
+    /// General queries are answered at most this often: with thousands of groups an answer is a hundred frames or
+    /// more, and a querier asks every 125 s, so a sender asking many times a second gets no more than one a second.
+    static let generalReportInterval: Duration = .seconds(1)
 
     private(set) var interfaces: [InterfaceName: Interface] = [:]
 
@@ -77,7 +82,11 @@ struct MulticastListener: Sendable {
             guard state.groups.contains(group) else { return }
             state.groupsDue[group] = min(state.groupsDue[group] ?? now + delay, now + delay)
         } else {
-            state.generalDue = min(state.generalDue ?? now + delay, now + delay)
+            var due = now + delay
+            if let last = state.generalReportedAt, due < last + Self.generalReportInterval {
+                due = last + Self.generalReportInterval
+            }
+            state.generalDue = min(state.generalDue ?? due, due)
         }
         interfaces[interface] = state
     }
@@ -99,6 +108,7 @@ struct MulticastListener: Sendable {
             if let general = state.generalDue, general <= now {
                 current = state.groups
                 state.generalDue = nil
+                state.generalReportedAt = now
             }
             for (group, time) in state.groupsDue where time <= now {
                 current.insert(group)
@@ -146,6 +156,7 @@ struct MulticastListener: Sendable {
             guard var state = interfaces[interface] else { continue }
             state.changesDue = state.changesDue.map { $0 + step }
             state.generalDue = state.generalDue.map { $0 + step }
+            state.generalReportedAt = state.generalReportedAt.map { $0 + step }
             state.groupsDue = state.groupsDue.mapValues { $0 + step }
             state.mldv1Until = state.mldv1Until.map { $0 + step }
             interfaces[interface] = state

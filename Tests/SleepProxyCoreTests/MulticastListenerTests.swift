@@ -80,6 +80,22 @@ struct MulticastListenerTests {
         #expect(Self.reports(harness.run(until: asked + .seconds(60))).isEmpty)
     }
 
+    /// A sender asking many times a second, with no delay allowed, gets the state of every group once a second.
+    @Test func generalQueriesAreAnsweredAtMostOnceASecond() throws {
+        let addresses = (1...100).map { IPv6Address(high: 0xFD77_0000_0000_0000, low: UInt64(0x1000 + $0)) }
+        var harness = Self.registered(addresses: addresses)
+        harness.run(until: harness.now + .seconds(30))
+        let start = harness.now
+        var reports = 0
+        for _ in 0..<100 {
+            harness.frame(MLDFrames.query(code: 0))
+            reports += Self.reports(harness.run(until: harness.now + .milliseconds(50))).count
+        }
+        #expect(harness.now - start == .seconds(5))
+        // Two frames (100 records) per answer, one answer a second: at most 6 answers in 5 s.
+        #expect(reports >= 2 * 5 && reports <= 2 * 6, "\(reports) reports")
+    }
+
     @Test func aQueryForOneGroupIsAnsweredForThatGroupOnly() throws {
         var harness = Self.registered()
         harness.run(until: harness.now + .seconds(30))
