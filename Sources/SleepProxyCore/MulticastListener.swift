@@ -57,9 +57,6 @@ struct MulticastListener: Sendable {
 
     var nextDue: UnixTime? { interfaces.values.compactMap(\.nextDue).min() }
 
-    /// The groups listened to on `interface`.
-    func groups(on interface: InterfaceName) -> Set<IPv6Address> { interfaces[interface]?.groups ?? [] }
-
     /// Starts (`listening`) or stops listening to `group`: the change is reported at `now`.
     mutating func change(_ group: IPv6Address, listening: Bool, on interface: InterfaceName, now: UnixTime) {
         // In place: a copy of the interface's state would copy its set of (thousands of) groups at every change.
