@@ -293,9 +293,8 @@ struct WakeSamples {
 
     /// The `p` quantile with the missed wakes last; nil if it falls among them (or nothing was asked).
     func percentile(_ p: Double) -> Double? {
-        guard count > 0 else { return nil }
-        let index = max(0, min(count - 1, Int((Double(count) * p).rounded(.up)) - 1))
-        return index < latencies.count ? latencies[index] : nil
+        let value = SleepProxyBenchmarks.percentile(latencies + Array(repeating: .infinity, count: missed), p)
+        return value?.isFinite == true ? value : nil
     }
 
     /// `wake_p50_us`, `wake_p99_us`, `wake_max_us` and the samples, each under `prefix`.
@@ -365,16 +364,11 @@ func waitForTakeovers(_ daemon: LabProcess, limit: Duration) async throws {
     let clock = ContinuousClock()
     let deadline = clock.now + limit
     // The last host registered was answered a moment ago; its address is probed from +1 s and announced at +4,
-    // +5, +7 and +11 s (TakeoverTiming). The log says nothing per address at notice level.
+    // +5, +7 and +11 s (TakeoverTiming). The log says nothing per address at notice level. Then quiet (the
+    // announcement rounds are up to 4 s apart, but the last one is over by now).
     try await Task.sleep(for: .seconds(12))
-    while clock.now < deadline, !daemon.hasExited {
-        if processCPUSeconds(daemon.pid).isNaN { break }
-        let before = processCPUSeconds(daemon.pid)
-        try await Task.sleep(for: .seconds(2))
-        // Quiet: under 10 ms of CPU in two seconds (the announcement rounds are up to 4 s apart, but the last
-        // one is over by now).
-        if processCPUSeconds(daemon.pid) - before < 0.010 { return }
-    }
+    guard !daemon.hasExited else { return }
+    try await waitForQuiet(daemon.pid, limit: deadline - clock.now)
 }
 
 /// `make bench`'s mDNS figures: sleepproxyd with 50 held hosts, avahi-daemon serving the same names from the
