@@ -132,6 +132,8 @@ extension SleepProxyCore {
         let group = MulticastDNS.group(for: packet.source.address)
         var unicast: [DNSRecord] = []
         var multicast: [DNSRecord] = []
+        // The records of one question are distinct: only those of several can repeat.
+        let distinct = found.count == 1
         for answer in found {
             var records = answer.records
             if !knownAnswers.isEmpty {
@@ -148,8 +150,8 @@ extension SleepProxyCore {
                     viaUnicast = false
                 }
                 if viaUnicast {
-                    if !unicast.contains(record) { unicast.append(record) }
-                } else if !multicast.contains(record) {
+                    if distinct || !unicast.contains(record) { unicast.append(record) }
+                } else if distinct || !multicast.contains(record) {
                     multicast.append(record)
                 }
             }
@@ -158,7 +160,12 @@ extension SleepProxyCore {
         let single = message.questions.count == 1 ? found.first?.key : nil
         return AnswerDecision(
             unicast: unicastDecision(unicast, single: single, message, packet),
-            multicast: multicastDecision(multicast, message))
+            multicast: multicastDecision(multicast, single: single, message))
+    }
+
+    /// `single` if `records` are all of its cached answer's records.
+    private func wholeAnswer(_ records: [DNSRecord], of single: AnswerCacheKey?) -> AnswerCacheKey? {
+        single.flatMap { schedule.answerCache[$0]?.records.count == records.count ? $0 : nil }
     }
 
     /// The unicast part of an answer: `records`, or the legacy reply made last time for the one question.
@@ -167,7 +174,7 @@ extension SleepProxyCore {
     ) -> AnswerDecision.Unicast {
         guard !records.isEmpty else { return .nothing }
         // Every record of the one question goes by unicast: its additional records are cached with it.
-        let whole = single.flatMap { schedule.answerCache[$0]?.records.count == records.count ? $0 : nil }
+        let whole = wholeAnswer(records, of: single)
         // A legacy-unicast reply asked for again (a resolver polling a name): the bytes made last time, with this
         // query's ID. They hold nothing but the question, the cached records and their additional records.
         let reusable = packet.isLegacyUnicast && message.answers.isEmpty ? whole : nil
@@ -183,7 +190,9 @@ extension SleepProxyCore {
     }
 
     /// The multicast part of an answer: `records` after their delay, or nothing while too many responses wait.
-    private func multicastDecision(_ records: [DNSRecord], _ message: DNSMessage) -> AnswerDecision.Multicast {
+    private func multicastDecision(_ records: [DNSRecord], single: AnswerCacheKey?, _ message: DNSMessage)
+        -> AnswerDecision.Multicast
+    {
         guard !records.isEmpty else { return .nothing }
         guard schedule.pendingCount < configuration.maximumPendingResponses else {
             return .dropped(waiting: schedule.pendingCount)
@@ -196,7 +205,7 @@ extension SleepProxyCore {
             } else {
                 .immediate
             }
-        return .after(delay, records)
+        return .after(delay, records, whole: wholeAnswer(records, of: single))
     }
 
     /// Sends the unicast part of an answer.
@@ -211,6 +220,10 @@ extension SleepProxyCore {
             return [.sendMDNS(unicastReply(bytes, to: packet))]
         case .reply(let records, let legacy, let whole, let reusable):
             let knownAnswers = message.answers
+            if !legacy, knownAnswers.isEmpty, let whole, let messages = wholeResponse(whole, records, now: now) {
+                statistics.answersUnicast += messages.count
+                return messages.map { .sendMDNS(unicastReply($0, to: packet)) }
+            }
             let additionals: [DNSRecord]
             if let whole, let cached = schedule.answerCache[whole] {
                 additionals = cachedAdditionals(whole, for: cached, now: now).filter { record in
@@ -258,7 +271,7 @@ extension SleepProxyCore {
             return noteLimit(
                 "maximum_pending_responses",
                 "\(waiting) multicast responses are waiting; dropping the answer to \(packet.source)", now: now)
-        case .after(let delay, let records):
+        case .after(let delay, let records, let whole):
             let wait: Duration =
                 switch delay {
                 case .forKnownAnswers: .milliseconds(Int64.random(in: 400...500, using: &random))
@@ -268,7 +281,8 @@ extension SleepProxyCore {
             schedule.schedule(
                 PendingResponse(
                     due: now + wait, interface: packet.interface, group: MulticastDNS.group(for: packet.source.address),
-                    answers: records, querier: delay == .forKnownAnswers ? packet.source : nil, isAnnouncement: false))
+                    answers: records, querier: delay == .forKnownAnswers ? packet.source : nil, isAnnouncement: false,
+                    whole: whole))
             return delay == .immediate ? sendDueResponses(now: now) : []
         }
     }
@@ -315,6 +329,19 @@ extension SleepProxyCore {
         let additionals = additionalRecords(for: cached.records, interface: key.interface, now: now)
         schedule.answerCache[key]?.additionals = additionals
         return additionals
+    }
+
+    /// The encoded response (ID 0, no question) holding `records`, all of the cached answer of `key`, and their
+    /// additional records, made once per cached answer; nil when the cache no longer holds `records` for `key`.
+    mutating func wholeResponse(_ key: AnswerCacheKey, _ records: [DNSRecord], now: UnixTime) -> [[UInt8]]? {
+        guard let cached = schedule.answerCache[key], cached.records == records else { return nil }
+        if let response = cached.response { return response }
+        let message = DNSMessage(
+            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: records,
+            additionals: cachedAdditionals(key, for: cached, now: now))
+        let response = Self.encode(message, truncateIfTooLarge: false)
+        schedule.answerCache[key]?.response = response
+        return response
     }
 
     /// Held records on `interface` whose name matches (ignoring case) and whose type matches (or ANY).
@@ -476,8 +503,8 @@ struct AnswerDecision {
         case nothing
         /// Not sent: `waiting` multicast responses are already pending, the limit.
         case dropped(waiting: Int)
-        /// Sent to the group after `Delay`.
-        case after(Delay, [DNSRecord])
+        /// Sent to the group after `Delay`; `whole` is the one question when these are all of its records.
+        case after(Delay, [DNSRecord], whole: AnswerCacheKey?)
     }
 
     var unicast: Unicast

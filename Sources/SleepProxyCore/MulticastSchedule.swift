@@ -11,6 +11,9 @@ struct PendingResponse: Sendable {
     var querier: Endpoint?
     /// Announcements go out even if the records were multicast a moment ago (the second one is ~1 s later).
     var isAnnouncement: Bool
+    /// The one question whose every record this answer holds, when it does: its encoded response is cached with
+    /// its answer.
+    var whole: AnswerCacheKey? = nil
 }
 
 /// What goes out by multicast, and when, and the answers worked out already: the responses waiting for their
@@ -150,6 +153,9 @@ struct CachedAnswer: Sendable {
     /// The encoded legacy-unicast reply to the one question asked exactly so (name in the case it was asked),
     /// without known answers: the next such query gets a copy with its own ID.
     var legacyReply: (question: DNSQuestion, bytes: [UInt8])?
+    /// The encoded mDNS response holding `records` and all their additional records (ID 0, no question): what a
+    /// multicast answer sends, and a unicast one to a QU question without known answers.
+    var response: [[UInt8]]?
 }
 
 /// A record as the once-a-second multicast limit sees it: its digest (interface, name in lower case, type, RDATA)

@@ -92,7 +92,11 @@ extension SleepProxyCore {
             }
             guard !answers.isEmpty else { continue }
             let messages: [[UInt8]]
-            if let lastEncoded, lastEncoded.interface == response.interface,
+            if !response.isAnnouncement, answers.count == response.answers.count, let whole = response.whole,
+                let cached = validatedWholeResponse(whole, answers, now: now)
+            {
+                messages = cached
+            } else if let lastEncoded, lastEncoded.interface == response.interface,
                 lastEncoded.announcement == response.isAnnouncement, lastEncoded.answers == answers
             {
                 messages = lastEncoded.messages
@@ -115,6 +119,15 @@ extension SleepProxyCore {
         }
         schedule.pruneMulticastTimes(recordCount: hosts.recordCount, now: now)
         return actions
+    }
+
+    /// `wholeResponse` once the answer cache is checked against what its answers were worked out from: held
+    /// state may have changed since the question was asked.
+    private mutating func validatedWholeResponse(_ key: AnswerCacheKey, _ records: [DNSRecord], now: UnixTime)
+        -> [[UInt8]]?
+    {
+        validateAnswerCache(now: now)
+        return wholeResponse(key, records, now: now)
     }
 
     /// When `record` was last multicast on `interface` to the family of `group`.

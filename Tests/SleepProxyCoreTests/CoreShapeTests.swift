@@ -102,6 +102,57 @@ struct CoreShapeTests {
         #expect(harness.core.cachedAnswerCount == 1)
     }
 
+    /// A multicast answer, and a unicast one to a QU question without known answers, is encoded once with its
+    /// cached answer: the same bytes each time while nothing held changes, and worked out again when something
+    /// does, also between a question and its delayed answer.
+    @Test func encodedResponsesAreKeptWithTheirAnswerAndFollowHeldChanges() {
+        var harness = Self.settledHost()
+        harness.advance(.seconds(2))
+        let first = harness.mdns(Query.bytes("imac.local.", .a)).transmissions
+        #expect(first.count == 1)
+        #expect(first.first?.destination.address == .v4(.mdnsGroup))
+        harness.advance(.milliseconds(1_100))
+        let again = harness.mdns(Query.bytes("imac.local.", .a)).transmissions
+        #expect(again.map(\.bytes) == first.map(\.bytes))
+        // Multicast a moment ago: a QU question is answered by unicast, with the same response.
+        let unicast = harness.mdns(Query.bytes("imac.local.", .a, unicast: true)).transmissions
+        #expect(unicast.count == 1)
+        #expect(unicast.first?.destination.address != .v4(.mdnsGroup))
+        #expect(unicast.map(\.bytes) == first.map(\.bytes))
+
+    }
+
+    /// A delayed multicast answer is sent from its cached response only if nothing held changed since the
+    /// question: here an additional record (the SRV target's address, held for another host) ends meanwhile.
+    @Test func aDelayedAnswerLeavesOutWhatEndedWhileItWaited() throws {
+        var harness = Harness()
+        let instance: DNSName = "files._ssh._tcp.local."
+        let service = [
+            DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(instance)),
+            DNSRecord(name: instance, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 22, target: "nas.local."))),
+            DNSRecord(name: instance, ttl: 4500, cacheFlush: true, rdata: .txt(try TXTData([""]))),
+        ]
+        let target = [DNSRecord(name: "nas.local.", ttl: 120, cacheFlush: true, rdata: .a(IPv4Address(10, 77, 0, 5)))]
+        let registered = harness.now
+        harness.register(Update.bytes(records: service))
+        harness.register(
+            Update.bytes(
+                records: target, owner: Update.owner(mac: MACAddress(0x02, 0x77, 0, 0, 0, 5)),
+                lease: UpdateLease(lease: 30)))
+        harness.run(until: harness.now + .seconds(20))
+        let asked = Query.bytes([DNSQuestion(name: "_ssh._tcp.local.", type: .ptr)], truncated: true)
+        harness.mdns(asked)
+        let first = harness.run(until: harness.now + .seconds(1)).sentMessages
+        #expect(first.contains { $0.additionals.contains(target[0]) })
+        // Asked again just before the address's lease ends: the answer waits 400 to 500 ms, past the end.
+        harness.run(until: registered + .milliseconds(29_700))
+        harness.mdns(asked)
+        let second = harness.run(until: registered + .seconds(31)).sentMessages
+        let answer = second.first { $0.answers.contains(service[0]) }
+        #expect(answer?.additionals.contains { $0.type == .srv } == true)
+        #expect(answer?.additionals.contains(target[0]) == false)
+    }
+
     @Test func aRecordAnswersOnceItsProbeEndsThoughItsSilenceWasCached() {
         var harness = Self.settledHost()
         // A new unique record is probed silently for 750 ms: asked meanwhile, the proxy does not answer it (and
