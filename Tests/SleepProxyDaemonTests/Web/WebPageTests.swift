@@ -295,6 +295,92 @@ import Testing
         #expect(html.components(separatedBy: #"data-action="forget""#).count == 3)
     }
 
+    // MARK: Self-contained
+
+    /// Every `src`, `href`, `url(...)` and `@import` in the page and the stylesheet names a path on the same server.
+    @Test func nothingIsLoadedFromElsewhere() throws {
+        let page = Self.page(Self.state(actions: true))
+        let references = try Self.matches(#"(?:src|href)\s*=\s*["']?([^"'\s>]*)"#, in: page)
+        #expect(Set(references) == ["/page.css", "/page.js"])
+        for reference in references + (try Self.matches(#"url\(\s*["']?([^"')]*)"#, in: page + WebPage.css)) {
+            #expect(Self.isLocal(reference), "\(reference) is not on the same server")
+        }
+        #expect(!WebPage.css.contains("@import"))
+        #expect(!page.contains("@import"))
+        // No inline script or style, so that `default-src 'self'` holds.
+        #expect(!page.contains("<style"))
+        #expect(!page.contains(" style="))
+        #expect(try Self.matches(#"\s(on[a-z]+)\s*="#, in: page).isEmpty)
+    }
+
+    @Test func theScriptTalksOnlyToItsOwnServer() throws {
+        let script = WebPage.script
+        for scheme in ["http:", "https:", "ws:", "wss:"] {
+            #expect(!script.contains(scheme), "the script names \(scheme)")
+        }
+        #expect(try Self.matches(#"["'`](//[^"'`]*)"#, in: script).isEmpty)
+        let fetched = try Self.matches(#"fetch\(\s*"([^"]*)""#, in: script)
+        #expect(Set(fetched) == ["/state.json", "/api/"])
+        #expect(fetched.allSatisfy(Self.isLocal))
+        #expect(!script.contains("innerHTML"))
+        #expect(!script.contains("outerHTML"))
+        #expect(!script.contains("insertAdjacentHTML"))
+        #expect(!script.contains("document.write"))
+        #expect(!script.contains("eval("))
+        #expect(script.contains(#""Authorization": "Bearer " + token"#))
+        #expect(script.contains("sessionStorage"))
+        #expect(script.contains("\"disconnected, retrying"))
+    }
+
+    /// The script rebuilds the sections with the server's markup: each id it looks up is on the page, and each
+    /// class and data attribute the page uses in its three sections appears in the script.
+    @Test func theScriptKnowsThePagesMarkup() throws {
+        let script = WebPage.script
+        let page = Self.page(Self.state(actions: true))
+        for id in try Self.matches(#"getElementById\("([^"]+)"\)"#, in: script) {
+            #expect(page.contains("id=\"\(id)\""), "the script looks up #\(id), which the page lacks")
+        }
+        let start = try #require(page.range(of: #"<section id="hosts">"#))
+        let sections = String(page[start.lowerBound...])
+        for classes in try Self.matches(#"class="([^"]+)""#, in: sections) {
+            for name in classes.split(separator: " ") {
+                let bare = name.replacing(/^(badge|kind)-/, with: "")
+                let named = ["\"\(bare)\"", "\"\(bare) ", " \(bare)\"", "\"\(bare)-"].contains { script.contains($0) }
+                #expect(named, "the page uses class \(name), which the script never builds")
+            }
+        }
+        for attribute in Set(try Self.matches(#"\s(data-[a-z-]+)="#, in: sections)) {
+            #expect(script.contains("\"\(attribute)\""), "the page uses \(attribute), which the script never sets")
+        }
+    }
+
+    static let node: String? = ["/usr/bin/node", "/usr/local/bin/node"].first {
+        FileManager.default.isExecutableFile(atPath: $0)
+    }
+
+    /// Node.js parses the script (`node --check`), where it is installed; a headless browser runs it elsewhere.
+    @Test(.enabled(if: Self.node != nil, "needs node (apt-get install nodejs)"))
+    func theScriptParses() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "sleepproxy-page-\(UUID().uuidString).js")
+        try Data(WebPage.script.utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let (status, said) = try Self.run(try #require(Self.node), ["--check", file.path])
+        #expect(status == 0, "node: \(said)")
+    }
+
+    static func isLocal(_ reference: String) -> Bool {
+        (reference.hasPrefix("/") && !reference.hasPrefix("//")) || reference.hasPrefix("#")
+    }
+
+    /// The first capture group of each match of `pattern` in `text`.
+    static func matches(_ pattern: String, in text: String) throws -> [String] {
+        let regex = try Regex(pattern)
+        return text.matches(of: regex).compactMap { match in
+            match.output[1].substring.map(String.init)
+        }
+    }
+
     // MARK: tidy
 
     static let tidy: String? = ["/usr/bin/tidy", "/usr/local/bin/tidy"].first {
