@@ -93,6 +93,7 @@ extension WebPage {
           border-bottom: 1px solid var(--line);
         }
         table.hosts th { font-size: 0.85rem; color: var(--muted); font-weight: 600; }
+        table.hosts td.lease, table.hosts td.actions { white-space: nowrap; }
         td ul, dd ul { list-style: none; margin: 0; padding: 0; }
         .hostname { font-weight: 600; }
         .mac, .declared { display: block; font-size: 0.85rem; }
