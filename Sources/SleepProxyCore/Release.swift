@@ -15,16 +15,19 @@ struct DropReason: Sendable {
     /// Multicast goodbyes (TTL 0) for the records, so that caches drop them at once.
     var goodbyes: Bool
     var level: LogLevel
+    /// Who asked, for the event: the administrator's client, when the request came over the network.
+    var source: Endpoint? = nil
 
     /// The host is back and answers for itself: no goodbyes, no wake.
     static func released(_ detail: String) -> DropReason {
         DropReason(kind: .released, release: .returned, detail: detail, goodbyes: false, level: .info)
     }
 
-    /// The administrator asked.
-    static func forgotten(_ detail: String) -> DropReason {
+    /// The administrator asked (from `source`, when over the network).
+    static func forgotten(_ detail: String, source: Endpoint? = nil) -> DropReason {
         DropReason(
-            kind: .released, release: .forgotten, detail: "forgotten: \(detail)", goodbyes: true, level: .notice)
+            kind: .released, release: .forgotten, detail: "forgotten: \(detail)", goodbyes: true, level: .notice,
+            source: source)
     }
 
     /// The interface it is held on is no longer served, and it is not woken there: a declared host (it has no
@@ -192,7 +195,8 @@ extension SleepProxyCore {
         }
         refreshHostDeadline()
         let event = Event(
-            time: now, kind: reason.kind, interface: key.interface, owner: key.primaryMAC, detail: reason.detail)
+            time: now, kind: reason.kind, interface: key.interface, owner: key.primaryMAC, source: reason.source,
+            detail: reason.detail)
         let verb = reason.kind == .released ? "released" : "dropped"
         return actions + storeChange(.removeOwner(key), of: host) + [
             .store(.appendEvent(event)), .log(reason.level, "\(verb) \(key): \(reason.detail)"),

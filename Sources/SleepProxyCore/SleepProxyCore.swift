@@ -137,8 +137,11 @@ public struct SleepProxyCore: Sendable {
     }
 
     /// The administrator asks to wake a held host (`Wake.swift`).
-    public mutating func requestWake(_ key: OwnerKey, now: UnixTime, reason: String) -> [Action] {
-        administratorWake(key, now: now, reason: reason)
+    /// `source` is the administrator's client when the request came over the network (the page), for the event.
+    public mutating func requestWake(_ key: OwnerKey, now: UnixTime, reason: String, source: Endpoint? = nil)
+        -> [Action]
+    {
+        administratorWake(key, now: now, reason: reason, source: source)
     }
 
     /// Wakes every held host (`Wake.swift`).
@@ -147,9 +150,9 @@ public struct SleepProxyCore: Sendable {
     }
 
     /// Forgets an owner at the administrator's request, with goodbyes (`Release.swift`).
-    public mutating func forget(_ key: OwnerKey, now: UnixTime, reason: String) -> [Action] {
+    public mutating func forget(_ key: OwnerKey, now: UnixTime, reason: String, source: Endpoint? = nil) -> [Action] {
         guard hosts[key] != nil else { return [.log(.warning, "forget \(key): not held")] }
-        return drop(key, reason: .forgotten(reason), now: now)
+        return drop(key, reason: .forgotten(reason, source: source), now: now)
     }
 
     /// The wall clock stepped by `step`: everything held moves with it (`ClockStep.swift`).

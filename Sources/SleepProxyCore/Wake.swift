@@ -400,9 +400,11 @@ extension SleepProxyCore {
     /// Asks to wake an owner (an administrator's request goes through here too). One sequence per owner at a
     /// time, however many triggers arrive. An explicit request wakes a `neverWake` host too; in a dry run
     /// (`WakePolicy.dryRun`, which holds for every wake, asked for or not) it only records a `would-wake` event.
-    mutating func administratorWake(_ key: OwnerKey, now: UnixTime, reason: String) -> [Action] {
+    mutating func administratorWake(_ key: OwnerKey, now: UnixTime, reason: String, source: Endpoint? = nil)
+        -> [Action]
+    {
         guard hosts[key] != nil else { return [.log(.warning, "wake \(key): not held")] }
-        return startWake(key, now: now, reason: reason, trigger: .manual, limited: false)
+        return startWake(key, now: now, reason: reason, trigger: .manual, source: source, limited: false)
     }
 
     /// Starts a wake, or widens one in progress: a wake for some records becomes one for the whole host when a
