@@ -36,8 +36,8 @@ public final class Daemon: @unchecked Sendable {
     var clock = SteadyClock()
     let startedAt: UnixTime
     var control: ControlServer?
-    /// The metrics endpoint, when `metricsListen` asks for one.
-    var metricsServer: MetricsServer?
+    /// The HTTP endpoints (metrics, the page), as `HTTPEndpoints` asks for them.
+    var httpServers: [MetricsServer] = []
     /// Whether commits fail, and whether the store lags behind the core because they did.
     let storeHealth = StoreHealth()
     /// Writes what the store missed while commits failed.
@@ -129,10 +129,9 @@ public final class Daemon: @unchecked Sendable {
                     path: path, group: configuration.controlGroup, queue: queue, logger: logger,
                     maximumConnections: configuration.controlConnections)
             }
-            if let address = configuration.metricsListen {
-                metricsServer = try MetricsServer(address: address, source: metricsService.source, logger: logger)
-                logger.info("metrics on http://\(address)/metrics")
-            }
+            let endpoints = HTTPEndpoints(configuration)
+            httpServers = try openHTTP(endpoints)
+            if !endpoints.isEmpty { logger.info("\(endpoints.summary)") }
         } catch {
             control?.stop()
             for shell in shells.values { shell.stop() }
@@ -253,7 +252,7 @@ public final class Daemon: @unchecked Sendable {
             }
             // Listening since init (a bad address failed the start); answering from now, when the state it reads
             // is the queue's.
-            metricsServer?.open()
+            for server in httpServers { server.open() }
             // Interface addresses change (DHCP, SLAAC): refresh what is on-link now and then.
             let refresh = DispatchSource.makeTimerSource(queue: queue)
             refresh.schedule(deadline: .now() + .seconds(10), repeating: .seconds(10))
@@ -327,7 +326,7 @@ public final class Daemon: @unchecked Sendable {
         for source in sources { source.cancel() }
         expiryTimer?.cancel()
         control?.stop()
-        metricsServer?.stop()
+        for server in httpServers { server.stop() }
         for shell in shells.values { shell.stop() }
         unicastHolder?.close()
         store.close()
@@ -433,30 +432,26 @@ public final class Daemon: @unchecked Sendable {
                 return
             }
         }
-        // A new metrics address is opened before anything changes: if it cannot be, nothing has.
-        var newMetricsServer: MetricsServer?
-        if case .listen(let address) = plan.metrics {
+        // New HTTP endpoints are opened before anything changes: if they cannot be, nothing has.
+        var reopened: [MetricsServer]?
+        if case .reopen(let endpoints) = plan.endpoints {
             // The same port on another address of the same family may be taken by the running listener.
-            metricsServer?.stop()
-            metricsServer = nil
+            for server in httpServers { server.stop() }
+            httpServers = []
             do {
-                newMetricsServer = try MetricsServer(address: address, source: metricsService.source, logger: logger)
+                reopened = try openHTTP(endpoints)
             } catch {
                 for shell in added { shell.stop() }
                 logger.error("reload refused, the running configuration is kept: \(error)")
-                listenForMetricsAgain()
+                listenForHTTPAgain()
                 return
             }
         }
         configuration = plan.configuration
-        if let newMetricsServer {
-            metricsServer = newMetricsServer
-            newMetricsServer.open()
-            logger.notice("reload: metrics on http://\(newMetricsServer.address)/metrics")
-        } else if plan.metrics == .close, let running = metricsServer {
-            running.stop()
-            metricsServer = nil
-            logger.notice("reload: metrics endpoint closed")
+        if let reopened, case .reopen(let endpoints) = plan.endpoints {
+            httpServers = reopened
+            for server in reopened { server.open() }
+            logger.notice("reload: \(endpoints.isEmpty ? "no metrics endpoint or page" : endpoints.summary)")
         }
         for name in plan.retire {
             // The shell stays open for the wakes of its hosts; the core says when to close it (`closeShell`).
@@ -489,18 +484,36 @@ public final class Daemon: @unchecked Sendable {
         logger.notice("reloaded the configuration: \(statusLine)")
     }
 
-    /// After a refused reload that closed the metrics endpoint to open another: listens on the running address
-    /// again. If it was taken meanwhile, the endpoint is off, and the running configuration says so, so that the
-    /// next reload tries to open it again.
-    private func listenForMetricsAgain() {
-        guard let running = configuration.metricsListen else { return }
+    /// After a refused reload that closed the HTTP endpoints to open others: listens on the running addresses
+    /// again. If one was taken meanwhile, the endpoints are off, and the running configuration says so, so that the
+    /// next reload tries to open them again.
+    private func listenForHTTPAgain() {
+        let running = HTTPEndpoints(configuration)
         do {
-            metricsServer = try MetricsServer(address: running, source: metricsService.source, logger: logger)
-            metricsServer?.open()
+            httpServers = try openHTTP(running)
+            for server in httpServers { server.open() }
         } catch {
             configuration.metricsListen = nil
-            logger.error("metrics: could not listen on \(running) again, the endpoint is off: \(error)")
+            configuration.webListen = nil
+            logger.error("metrics and page: could not listen again, they are off: \(error)")
         }
+    }
+
+    /// Listens as `endpoints` asks (not answering until `open()`); throws, with none left open, if one cannot.
+    private func openHTTP(_ endpoints: HTTPEndpoints) throws -> [MetricsServer] {
+        var opened: [MetricsServer] = []
+        do {
+            for listener in endpoints.listeners {
+                opened.append(
+                    try MetricsServer(
+                        address: listener.address, source: listener.metrics ? metricsService.source : nil,
+                        page: listener.page ? pageSource(token: endpoints.token) : nil, logger: logger))
+            }
+        } catch {
+            for server in opened { server.stop() }
+            throw error
+        }
+        return opened
     }
 
     // MARK: Control and metrics
@@ -522,23 +535,77 @@ public final class Daemon: @unchecked Sendable {
     private func answer(_ request: ControlRequest, on connection: ControlConnection) -> ControlResponse? {
         let service = ControlService(state: snapshot(withCaptureCounts: request.command == .status), store: store)
         let answer = service.answer(request, on: connection)
-        switch answer.command {
-        case .wake(let key, let reason)?:
-            perform(core.requestWake(key, now: now(), reason: reason))
+        carryOut(answer.command)
+        return answer.response
+    }
+
+    /// Carries out what the administrator asked for, through the core.
+    private func carryOut(_ command: ControlService.Command?) {
+        switch command {
+        case .wake(let key, let reason, let source)?:
+            perform(core.requestWake(key, now: now(), reason: reason, source: source))
             scheduleExpiry()
-        case .forget(let key, let reason)?:
-            perform(core.forget(key, now: now(), reason: reason))
+        case .forget(let key, let reason, let source)?:
+            perform(core.forget(key, now: now(), reason: reason, source: source))
             scheduleExpiry()
         case nil:
             break
         }
-        return answer.response
     }
 
     /// Sends every follower of the event history the events committed since the last it saw.
     private func sendEventsToFollowers() {
         guard let control, !control.followers.isEmpty else { return }
         ControlService(state: snapshot(withCaptureCounts: false), store: store).sendEvents(to: control.followers)
+    }
+
+    /// What the page reads and asks for: its state and its commands, on this queue.
+    private func pageSource(token: WebToken?) -> PageSource {
+        PageSource(
+            state: { [weak self] reply in
+                guard let daemon = self else { return }
+                daemon.queue.async { reply(daemon.pageState(actionsEnabled: token != nil)) }
+            },
+            act: { [weak self] action, reply in
+                guard let daemon = self else { return }
+                daemon.queue.async {
+                    guard !daemon.stopped else { return }
+                    let (response, status) = daemon.carryOut(action)
+                    reply(response, status)
+                }
+            }, token: token)
+    }
+
+    /// The page's state now: every host, the machines heard and not declared, the last 50 events.
+    private func pageState(actionsEnabled: Bool) -> PageState {
+        let state = snapshot(withCaptureCounts: false)
+        let events = (try? store.events(limit: 50).events.map(state.report)) ?? []
+        return PageState(
+            generatedAt: DaemonSnapshot.date(state.now), version: SleepProxyVersion.string,
+            serverName: SettingsContext.systemHostName(), interfaces: shells.keys.sorted().map(\.rawValue),
+            hosts: state.hostSummaries(),
+            seen: state.seenReports().filter { $0.role == "neither" }.map { SeenMachine($0) },
+            events: events.reversed(), actionsEnabled: actionsEnabled)
+    }
+
+    /// A wake or a forget the page asked for (its token already checked), as the control socket's would be.
+    private func carryOut(_ action: PageSource.Action) -> (PageActionResponse, Int) {
+        let service = ControlService(state: snapshot(withCaptureCounts: false), store: store)
+        let by = action.source.map { " by \($0.address)" } ?? ""
+        let answer = service.withHost(action.host, command: action.kind.rawValue) { key in
+            switch action.kind {
+            case .wake: service.wake(key, reason: "asked from the page\(by)", source: action.source)
+            case .forget: service.forget(key, reason: "asked from the page\(by)", source: action.source)
+            }
+        }
+        carryOut(answer.command)
+        if let error = answer.response.error {
+            logger.notice("page: \(action.kind.rawValue) \(action.host)\(by) refused: \(error.message)")
+            return (PageActionResponse(ok: false, message: error.message), error.code == .unknownHost ? 404 : 400)
+        }
+        let message = answer.response.message ?? "done"
+        logger.notice("page: \(message)\(by)")
+        return (PageActionResponse(ok: true, message: message), 200)
     }
 
     /// What the metrics endpoint reads: snapshots taken on this queue.

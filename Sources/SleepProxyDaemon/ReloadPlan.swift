@@ -6,14 +6,12 @@ import SleepProxyCore
 /// served again as it is, a changed advertisement is announced again, limits and the wake policy apply from now
 /// on. Keys read only at start keep their running values, with a warning.
 struct ReloadPlan {
-    /// What becomes of the metrics endpoint.
-    enum MetricsChange: Equatable {
-        /// It stays as it is: on the same address, or off.
+    /// What becomes of the HTTP endpoints (metrics and the page).
+    enum EndpointsChange: Equatable {
+        /// They stay as they are: the same addresses and token, or none.
         case keep
-        /// It moves to (or opens on) this address.
-        case listen(MetricsAddress)
-        /// It closes.
-        case close
+        /// They close and these open (none: they only close).
+        case reopen(HTTPEndpoints)
     }
 
     /// The keys changed in the file that take effect only at the next start.
@@ -29,7 +27,7 @@ struct ReloadPlan {
     /// Interfaces served before and after whose advertisement is withdrawn and announced again: those served
     /// anew announce it as they start.
     var readvertise: [InterfaceName]
-    var metrics: MetricsChange
+    var endpoints: EndpointsChange
     /// The configuration from now on: the new one, with the running values of the keys read only at start.
     var configuration: DaemonConfiguration
 
@@ -56,13 +54,8 @@ struct ReloadPlan {
         advertisementChanged =
             next.advertisement != running.advertisement || next.core.keepaliveOffload != running.core.keepaliveOffload
         readvertise = advertisementChanged ? served.intersection(wanted).sorted() : []
-        if next.metricsListen != running.metricsListen, let address = next.metricsListen {
-            metrics = .listen(address)
-        } else if next.metricsListen == nil, running.metricsListen != nil {
-            metrics = .close
-        } else {
-            metrics = .keep
-        }
+        let listeners = HTTPEndpoints(next)
+        endpoints = listeners == HTTPEndpoints(running) ? .keep : .reopen(listeners)
         var applied = next
         applied.registrationPort = running.registrationPort
         applied.stateDirectory = running.stateDirectory

@@ -30,6 +30,11 @@ public struct DaemonConfiguration: Sendable {
     public var controlConnections = 16
     /// Where the metrics endpoint listens (`/metrics`, `/hosts.json`); nil serves none.
     public var metricsListen: MetricsAddress?
+    /// Where the page listens (`/`, `/state.json`, `/api/wake`, `/api/forget`); nil serves none. The same address
+    /// as `metricsListen` serves both from one listener.
+    public var webListen: MetricsAddress?
+    /// The token the page's actions need; without one the page is read-only.
+    public var webToken: WebToken?
 
     public init(
         interfaces: [String], stateDirectory: String, registrationPort: UInt16 = Self.defaultRegistrationPort,

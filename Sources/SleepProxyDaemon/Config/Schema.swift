@@ -210,6 +210,36 @@ enum Schema {
         },
         render: { address, _ in quoted(address) })
 
+    static let webListen = Setting(
+        "web.listen", \.webListen, default: "",
+        doc: "Where the page listens, ADDRESS:PORT (the metrics address serves both); empty serves none.",
+        parse: { value throws(Problem) in
+            let text = try string(value, "\"ADDRESS:PORT\", or \"\" for no page")
+            if !text.isEmpty, case .failure(let error) = MetricsAddress.parse(text) {
+                throw Problem(error.description)
+            }
+            return text
+        },
+        render: { address, _ in quoted(address) })
+    static let webToken = Setting(
+        "web.token", \.webToken, default: "",
+        doc: "The token the page's Wake and Forget need; empty (and no token_file) leaves the page read-only.",
+        parse: { value throws(Problem) in
+            let text = try string(value, "a token of at least \(WebToken.minimumLength) characters, or \"\"")
+            if !text.isEmpty, let problem = WebToken.problem(text) { throw Problem(problem) }
+            return text
+        },
+        render: { token, _ in quoted(token) })
+    static let webTokenFile = Setting(
+        "web.token_file", \.webTokenFile, default: "",
+        doc: "A file holding the token; a relative name is looked up in $CREDENTIALS_DIRECTORY (LoadCredential=).",
+        parse: { value throws(Problem) in
+            let text = try string(value, "a file name, or \"\"")
+            guard !text.contains("\0") else { throw Problem("a file name holds no NUL character") }
+            return text
+        },
+        render: { path, _ in quoted(path) })
+
     static let addressClaim = Setting(
         "takeover.claim", \.addressClaim, default: core.addressClaim,
         doc: "How a sleeping host's address is claimed: announce or lazy.",
@@ -303,6 +333,7 @@ enum Schema {
         maximumQuestionsPerQuery.key, maximumPendingResponses.key,
         controlSocket.key, controlGroup.key,
         metricsListen.key,
+        webListen.key, webToken.key, webTokenFile.key,
         addressClaim.key,
         dryRun.key, ignoreSources.key, neverWake.key, extraPorts,
         declaredHosts,

@@ -104,6 +104,14 @@ public struct Settings: Equatable, Sendable {
     /// Where the metrics endpoint listens (`ADDRESS:PORT`); empty serves none.
     public var metricsListen: String = Schema.metricsListen.defaultValue
 
+    // [web]
+    /// Where the page listens (`ADDRESS:PORT`); empty serves none. The metrics address serves both.
+    public var webListen: String = Schema.webListen.defaultValue
+    /// The token the page's actions need.
+    public var webToken: String = Schema.webToken.defaultValue
+    /// A file holding that token (relative: in `$CREDENTIALS_DIRECTORY`).
+    public var webTokenFile: String = Schema.webTokenFile.defaultValue
+
     // [takeover]
     public var addressClaim: AddressClaim = Schema.addressClaim.defaultValue
 
@@ -186,13 +194,21 @@ public struct SettingsContext: Sendable {
     public var defaultRouteInterface: String?
     /// A group's number from its name; nil if there is no such group.
     public var groupID: @Sendable (String) -> UInt32?
+    /// Where systemd put the unit's credentials (`$CREDENTIALS_DIRECTORY`, `LoadCredential=`), if it did.
+    public var credentialsDirectory: String?
+    /// Reads a whole file as UTF-8 text (by default from the disk).
+    public var readFile: @Sendable (String) -> Result<String, any Error>
 
     public init(
-        hostName: String, defaultRouteInterface: String?, groupID: @escaping @Sendable (String) -> UInt32?
+        hostName: String, defaultRouteInterface: String?, groupID: @escaping @Sendable (String) -> UInt32?,
+        credentialsDirectory: String? = nil,
+        readFile: (@Sendable (String) -> Result<String, any Error>)? = nil
     ) {
         self.hostName = hostName
         self.defaultRouteInterface = defaultRouteInterface
         self.groupID = groupID
+        self.credentialsDirectory = credentialsDirectory
+        self.readFile = readFile ?? { path in readTextFile(path).mapError { $0 } }
     }
 
     /// This machine.
@@ -202,7 +218,7 @@ public struct SettingsContext: Sendable {
             groupID: { name in
                 guard let entry = getgrnam(name) else { return nil }
                 return entry.pointee.gr_gid
-            })
+            }, credentialsDirectory: getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) })
     }
 
     static func systemHostName() -> String {
@@ -250,6 +266,42 @@ extension Settings {
             hosts.append(host)
         }
         return hosts
+    }
+
+    /// The page's token: `web.token`, or what `web.token_file` holds (one line; a relative name is a credential
+    /// systemd passes in `$CREDENTIALS_DIRECTORY`); nil when neither is set.
+    func webTokenValue(context: SettingsContext) throws(ConfigError) -> WebToken? {
+        if !webToken.isEmpty {
+            guard webTokenFile.isEmpty else {
+                throw ConfigError(key: "web.token_file", "give web.token or web.token_file, not both")
+            }
+            return WebToken(webToken)
+        }
+        guard !webTokenFile.isEmpty else { return nil }
+        var path = webTokenFile
+        if !path.hasPrefix("/") {
+            guard let directory = context.credentialsDirectory else {
+                throw ConfigError(
+                    key: "web.token_file",
+                    "\"\(webTokenFile)\" is a credential name, but $CREDENTIALS_DIRECTORY is not set (LoadCredential=\(webTokenFile):PATH in the unit); give an absolute path otherwise"
+                )
+            }
+            path = directory + "/" + path
+        }
+        let text: String
+        switch context.readFile(path) {
+        case .success(let contents): text = contents
+        case .failure(let error): throw ConfigError(key: "web.token_file", "cannot read \(path): \(error)")
+        }
+        // A line break is "\n" or "\r\n" (one Character).
+        var lines = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
+        if lines.last == "" { lines.removeLast() }
+        guard lines.count == 1 else {
+            throw ConfigError(key: "web.token_file", "\(path) must hold the token on one line")
+        }
+        let token = String(lines[0])
+        if let problem = WebToken.problem(token) { throw ConfigError(key: "web.token_file", "\(path): \(problem)") }
+        return WebToken(token)
     }
 
     /// The daemon's configuration from these settings; throws when something the file cannot check alone is
@@ -313,6 +365,13 @@ extension Settings {
             case .failure(let error): throw ConfigError(key: "metrics.listen", error.description)
             }
         }
+        if !webListen.isEmpty {
+            switch MetricsAddress.parse(webListen) {
+            case .success(let address): configuration.webListen = address
+            case .failure(let error): throw ConfigError(key: "web.listen", error.description)
+            }
+        }
+        configuration.webToken = try webTokenValue(context: context)
         return configuration
     }
 }

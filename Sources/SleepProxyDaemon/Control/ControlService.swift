@@ -13,8 +13,8 @@ struct ControlService {
 
     /// A change the administrator asked for, for the daemon to carry out.
     enum Command: Equatable {
-        case wake(OwnerKey, reason: String)
-        case forget(OwnerKey, reason: String)
+        case wake(OwnerKey, reason: String, source: Endpoint?)
+        case forget(OwnerKey, reason: String, source: Endpoint?)
     }
 
     /// The response, and what to do first.
@@ -39,28 +39,9 @@ struct ControlService {
                 Answer(ControlResponse(host: state.detail(of: key)))
             }
         case .wake:
-            return withHost(request) { key in
-                let name = state.displayName(key)
-                let wake = Command.wake(key, reason: "the administrator asked (sleepproxyctl wake)")
-                if state.configuration.core.wakePolicy.dryRun {
-                    return Answer(
-                        ControlResponse(
-                            message:
-                                "would wake \(name) (\(key.primaryMAC) on \(key.interface)): wake.dry_run is on, no magic packet sent"
-                        ), after: wake)
-                }
-                return Answer(
-                    ControlResponse(message: "waking \(name) (\(key.primaryMAC) on \(key.interface))"), after: wake)
-            }
+            return withHost(request) { key in wake(key, reason: "the administrator asked (sleepproxyctl wake)") }
         case .forget:
-            return withHost(request) { key in
-                let name = state.displayName(key)
-                return Answer(
-                    ControlResponse(
-                        message:
-                            "forgot \(name) (\(key.primaryMAC) on \(key.interface)): goodbyes sent, records dropped"),
-                    after: .forget(key, reason: "the administrator asked (sleepproxyctl forget)"))
-            }
+            return withHost(request) { key in forget(key, reason: "the administrator asked (sleepproxyctl forget)") }
         case .events:
             return Answer(events(request, on: connection))
         case .seen:
@@ -75,15 +56,42 @@ struct ControlService {
         }
     }
 
-    private func withHost(_ request: ControlRequest, _ body: (OwnerKey) -> Answer) -> Answer {
-        guard let text = request.host, !text.isEmpty else {
+    /// Wakes the host `key` (from `source` when the request came over the network: the page).
+    func wake(_ key: OwnerKey, reason: String, source: Endpoint? = nil) -> Answer {
+        let name = state.displayName(key)
+        let wake = Command.wake(key, reason: reason, source: source)
+        if state.configuration.core.wakePolicy.dryRun {
             return Answer(
-                .failure(ControlError(.badArgument, "\(request.command) needs a host: a name, an address or a MAC")))
+                ControlResponse(
+                    message:
+                        "would wake \(name) (\(key.primaryMAC) on \(key.interface)): wake.dry_run is on, no magic packet sent"
+                ), after: wake)
+        }
+        return Answer(ControlResponse(message: "waking \(name) (\(key.primaryMAC) on \(key.interface))"), after: wake)
+    }
+
+    /// Forgets the host `key`, with goodbyes.
+    func forget(_ key: OwnerKey, reason: String, source: Endpoint? = nil) -> Answer {
+        let name = state.displayName(key)
+        return Answer(
+            ControlResponse(
+                message: "forgot \(name) (\(key.primaryMAC) on \(key.interface)): goodbyes sent, records dropped"),
+            after: .forget(key, reason: reason, source: source))
+    }
+
+    /// The host `text` names (a name, an address or a MAC), for `body`; a failure when it names none held.
+    func withHost(_ text: String?, command: String, _ body: (OwnerKey) -> Answer) -> Answer {
+        guard let text, !text.isEmpty else {
+            return Answer(.failure(ControlError(.badArgument, "\(command) needs a host: a name, an address or a MAC")))
         }
         switch state.resolve(text) {
         case .success(let key): return body(key)
         case .failure(let error): return Answer(.failure(error))
         }
+    }
+
+    private func withHost(_ request: ControlRequest, _ body: (OwnerKey) -> Answer) -> Answer {
+        withHost(request.host, command: request.command.rawValue, body)
     }
 
     // MARK: Events

@@ -2,6 +2,7 @@ public import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+public import NetworkAddresses
 public import SleepProxyControl
 import Synchronization
 
@@ -50,9 +51,44 @@ public struct MetricsSource: Sendable {
     }
 }
 
+/// What the page serves (`web.listen`): the daemon's state for the page, and the two things it may ask for.
+public struct PageSource: Sendable {
+    /// A wake or a forget, asked from the page by the client at `source`.
+    public struct Action: Sendable {
+        public enum Kind: String, Sendable {
+            case wake, forget
+        }
+        public var kind: Kind
+        public var host: String
+        /// The client's address and port, for the event.
+        public var source: Endpoint?
+    }
+
+    /// The state the page shows, read on the daemon's queue and handed to the callback from any thread.
+    public var state: @Sendable (@escaping @Sendable (PageState) -> Void) -> Void
+    /// Carries out an action on the daemon's queue; the answer and its HTTP status go to the callback.
+    public var act: @Sendable (Action, @escaping @Sendable (PageActionResponse, Int) -> Void) -> Void
+    /// Who may act.
+    var access: WebAccess
+
+    public init(
+        state: @escaping @Sendable (@escaping @Sendable (PageState) -> Void) -> Void,
+        act: @escaping @Sendable (Action, @escaping @Sendable (PageActionResponse, Int) -> Void) -> Void,
+        token: WebToken?
+    ) {
+        self.state = state
+        self.act = act
+        self.access = WebAccess(token: token)
+    }
+}
+
 /// The HTTP endpoint of `metrics.listen`: `GET /metrics` (the Prometheus text format) and `GET /hosts.json` (the
 /// objects of `sleepproxyctl hosts --json`, for Home Assistant's RESTful sensor and scripts); `HEAD` too. Anything
-/// else is 404 (405 for another method on those paths).
+/// else is 404 (405 for another method on those paths). With a `PageSource` (`web.listen`, alone or on the same
+/// address) it also serves the page: `GET /` (rendered with the state as of the request, so that it reads without
+/// JavaScript), `/page.css`, `/page.js`, `/state.json` (what the page's script polls), and `POST /api/wake` and
+/// `/api/forget` (JSON `{"host": ...}`), which `WebAccess` guards: a configured token as `Authorization: Bearer`, no
+/// request from another site, no CORS.
 ///
 /// Bounds, like the control socket's: `Limits.connections` open at once and `connectionsPerSource` from one
 /// address (more are answered 503 and closed); a request (line, headers and any body) of at most `requestBytes`
@@ -88,31 +124,57 @@ public final class MetricsServer: Sendable {
     /// Listens on `address` at once; throws a `DaemonError` naming `metrics.listen` when the address cannot be
     /// bound (in use, not an address of this host).
     public init(
-        address: MetricsAddress, source: MetricsSource, logger: Logger, limits: Limits = Limits()
+        address: MetricsAddress, source: MetricsSource?, page: PageSource? = nil, logger: Logger,
+        limits: Limits = Limits()
     ) throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         let connections = ConnectionCount(limits: limits, logger: logger)
         let phase = Phase()
         let answers = Answers(
-            metrics: Coalesced(interval: limits.snapshotInterval) { deliver in
-                source.snapshot { snapshot in
-                    guard phase.current == .serving else { return }
-                    // Rendered on the server's thread, not the daemon's.
-                    loop.execute { deliver(ByteBuffer(bytes: source.exposition(snapshot))) }
-                }
-            },
-            hosts: Coalesced(interval: limits.snapshotInterval) { deliver in
-                source.hosts { hosts in
-                    guard phase.current == .serving else { return }
-                    loop.execute {
-                        let encoder = ControlProtocol.encoder()
-                        encoder.outputFormatting.insert(.prettyPrinted)
-                        let body = ((try? encoder.encode(hosts)).map(Array.init) ?? Array("[]".utf8)) + [0x0A]
-                        deliver(ByteBuffer(bytes: body))
+            metrics: source.map { source in
+                Coalesced(interval: limits.snapshotInterval) { deliver in
+                    source.snapshot { snapshot in
+                        guard phase.current == .serving else { return }
+                        // Rendered on the server's thread, not the daemon's.
+                        loop.execute { deliver(ByteBuffer(bytes: source.exposition(snapshot))) }
                     }
                 }
-            })
+            },
+            hosts: source.map { source in
+                Coalesced(interval: limits.snapshotInterval) { deliver in
+                    source.hosts { hosts in
+                        guard phase.current == .serving else { return }
+                        loop.execute {
+                            let encoder = ControlProtocol.encoder()
+                            encoder.outputFormatting.insert(.prettyPrinted)
+                            let body = ((try? encoder.encode(hosts)).map(Array.init) ?? Array("[]".utf8)) + [0x0A]
+                            deliver(ByteBuffer(bytes: body))
+                        }
+                    }
+                }
+            },
+            page: page.map { page in
+                Coalesced(interval: limits.snapshotInterval) { deliver in
+                    page.state { state in
+                        guard phase.current == .serving else { return }
+                        loop.execute { deliver(ByteBuffer(bytes: WebPage.json(state))) }
+                    }
+                }
+            },
+            pageHTML: page.map { page in
+                Coalesced(interval: limits.snapshotInterval) { deliver in
+                    page.state { state in
+                        guard phase.current == .serving else { return }
+                        loop.execute {
+                            let now = Date()
+                            let offset = TimeZone.current.secondsFromGMT(for: now)
+                            deliver(ByteBuffer(string: WebPage.html(state, now: now, secondsFromUTC: offset)))
+                        }
+                    }
+                }
+            },
+            pageSource: page, logger: logger)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 64)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -176,10 +238,32 @@ private final class Phase: Sendable {
     }
 }
 
-/// The two answers that read the daemon, each taken and rendered once per interval for every client.
+/// The answers that read the daemon, each taken and rendered once per interval for every client; nil where the
+/// server does not serve them.
 private struct Answers: Sendable {
-    let metrics: Coalesced
-    let hosts: Coalesced
+    let metrics: Coalesced?
+    let hosts: Coalesced?
+    /// The page's state, as JSON (`/state.json`) and as the page itself.
+    let page: Coalesced?
+    let pageHTML: Coalesced?
+    let pageSource: PageSource?
+    let logger: Logger
+    /// Refused actions are logged at most once a minute: a client guessing tokens does not fill the journal.
+    let refusals = OncePerMinute()
+}
+
+/// Says yes at most once a minute.
+private final class OncePerMinute: Sendable {
+    private let last = Mutex<ContinuousClock.Instant?>(nil)
+
+    func allow() -> Bool {
+        last.withLock { last in
+            let now = ContinuousClock.now
+            if let previous = last, now - previous < .seconds(60) { return false }
+            last = now
+            return true
+        }
+    }
 }
 
 /// Connections open now, in all and per source address.
@@ -365,6 +449,8 @@ private final class EndpointHandler: ChannelInboundHandler {
     private let answers: Answers
     private let phase: Phase
     private var head: HTTPRequestHead?
+    /// The body of the request under way (`RequestBounds` bounds its size).
+    private var body = ByteBuffer()
 
     init(answers: Answers, phase: Phase) {
         self.answers = answers
@@ -375,14 +461,21 @@ private final class EndpointHandler: ChannelInboundHandler {
         switch unwrapInboundIn(data) {
         case .head(let head):
             self.head = head
-        case .body:
-            // A body is not wanted; RequestBounds bounds its size.
-            break
+            body.clear()
+        case .body(var part):
+            // Only the page's actions read a body.
+            if answers.pageSource != nil { body.writeBuffer(&part) }
         case .end:
             guard let head else { return }
             self.head = nil
             route(head, context: context)
         }
+    }
+
+    /// The paths served, and what a 404 lists.
+    private var paths: [String] {
+        (answers.metrics == nil ? [] : ["/metrics", "/hosts.json"])
+            + (answers.pageSource == nil ? [] : ["/", "/state.json", "/api/wake", "/api/forget"])
     }
 
     private func route(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
@@ -393,11 +486,15 @@ private final class EndpointHandler: ChannelInboundHandler {
             return
         }
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        let known = path == "/metrics" || path == "/hosts.json"
+        if let page = answers.pageSource, Self.pagePaths.contains(String(path)) {
+            routePage(String(path), head, page: page, context: context)
+            return
+        }
+        let known = answers.metrics != nil && (path == "/metrics" || path == "/hosts.json")
         guard known else {
             respond(
                 context, head, .notFound, "text/plain; charset=utf-8",
-                ByteBuffer(string: "not found: /metrics or /hosts.json\n"))
+                ByteBuffer(string: "not found: \(paths.joined(separator: ", "))\n"))
             return
         }
         guard head.method == .GET || head.method == .HEAD else {
@@ -415,14 +512,123 @@ private final class EndpointHandler: ChannelInboundHandler {
         }
         let loop = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let eventLoop = context.eventLoop
+        guard let metrics = answers.metrics, let hosts = answers.hosts else { return }
         let (answer, contentType) =
-            path == "/metrics" ? (answers.metrics, DaemonMetrics.contentType) : (answers.hosts, "application/json")
+            path == "/metrics" ? (metrics, DaemonMetrics.contentType) : (hosts, "application/json")
         answer.answer { body in
             eventLoop.execute {
                 let (handler, context) = loop.value
                 handler.respond(context, head, .ok, contentType, body)
             }
         }
+    }
+
+    /// The page's paths.
+    static let pagePaths: Set<String> = [
+        "/", "/index.html", "/page.css", "/page.js", "/state.json", "/api/wake", "/api/forget",
+    ]
+
+    /// What every response of the page carries: nothing but the daemon's own resources, no framing by another
+    /// site, no referrer, no guessing of types.
+    static let pageHeaders: [(String, String)] = [
+        (
+            "Content-Security-Policy",
+            "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+        ),
+        ("X-Content-Type-Options", "nosniff"), ("X-Frame-Options", "DENY"), ("Referrer-Policy", "no-referrer"),
+        ("Cache-Control", "no-store"),
+    ]
+
+    private func routePage(
+        _ path: String, _ head: HTTPRequestHead, page: PageSource, context: ChannelHandlerContext
+    ) {
+        let isAction = path.hasPrefix("/api/")
+        let allowed: [HTTPMethod] = isAction ? [.POST] : [.GET, .HEAD]
+        guard allowed.contains(head.method) else {
+            // No CORS: an OPTIONS preflight gets this too, without any Access-Control header.
+            respond(
+                context, head, .methodNotAllowed, "text/plain; charset=utf-8",
+                ByteBuffer(string: "only \(allowed.map(\.rawValue).joined(separator: " and "))\n"),
+                extra: [("Allow", allowed.map(\.rawValue).joined(separator: ", "))] + Self.pageHeaders)
+            return
+        }
+        guard phase.current == .serving else {
+            respond(
+                context, head, .serviceUnavailable, "text/plain; charset=utf-8", ByteBuffer(string: "starting\n"),
+                extra: [("Retry-After", "1")])
+            return
+        }
+        switch path {
+        case "/page.css":
+            respond(
+                context, head, .ok, "text/css; charset=utf-8", ByteBuffer(string: WebPage.css), extra: Self.pageHeaders)
+        case "/page.js":
+            respond(
+                context, head, .ok, "text/javascript; charset=utf-8", ByteBuffer(string: WebPage.script),
+                extra: Self.pageHeaders)
+        case "/state.json", "/", "/index.html":
+            let asJSON = path == "/state.json"
+            guard let answer = asJSON ? answers.page : answers.pageHTML else { return }
+            let loop = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            let eventLoop = context.eventLoop
+            let contentType = asJSON ? "application/json" : "text/html; charset=utf-8"
+            answer.answer { body in
+                eventLoop.execute {
+                    let (handler, context) = loop.value
+                    handler.respond(context, head, .ok, contentType, body, extra: Self.pageHeaders)
+                }
+            }
+        default:
+            act(path == "/api/wake" ? .wake : .forget, head, page: page, context: context)
+        }
+    }
+
+    /// A wake or a forget from the page: allowed by `WebAccess`, then carried out by the daemon.
+    private func act(
+        _ kind: PageSource.Action.Kind, _ head: HTTPRequestHead, page: PageSource, context: ChannelHandlerContext
+    ) {
+        let request = WebAccess.Request(
+            host: head.headers.first(name: "Host"), origin: head.headers.first(name: "Origin"),
+            fetchSite: head.headers.first(name: "Sec-Fetch-Site"),
+            contentType: head.headers.first(name: "Content-Type"),
+            authorization: head.headers.first(name: "Authorization"))
+        let remote = context.channel.remoteAddress
+        let source = remote.flatMap { address in
+            address.ipAddress.flatMap { IPAddress($0) }.map { Endpoint(address: $0, port: UInt16(address.port ?? 0)) }
+        }
+        if case .refused(let status, let message) = page.access.check(request) {
+            if answers.refusals.allow() {
+                answers.logger.warning(
+                    "page: refused \(kind.rawValue) from \(source.map { "\($0)" } ?? "an unknown address"): \(message) (logged at most once a minute)"
+                )
+            }
+            respondJSON(
+                context, head, HTTPResponseStatus(statusCode: status), PageActionResponse(ok: false, message: message),
+                extra: status == 401 ? [("WWW-Authenticate", "Bearer")] : [])
+            return
+        }
+        guard let asked = try? JSONDecoder().decode(PageActionRequest.self, from: Data(body.readableBytesView)) else {
+            respondJSON(
+                context, head, .badRequest,
+                PageActionResponse(ok: false, message: "the body must be JSON: {\"host\": \"NAME, ADDRESS OR MAC\"}"))
+            return
+        }
+        let loop = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        page.act(PageSource.Action(kind: kind, host: asked.host, source: source)) { response, status in
+            eventLoop.execute {
+                let (handler, context) = loop.value
+                handler.respondJSON(context, head, HTTPResponseStatus(statusCode: status), response)
+            }
+        }
+    }
+
+    private func respondJSON(
+        _ context: ChannelHandlerContext, _ request: HTTPRequestHead, _ status: HTTPResponseStatus,
+        _ response: PageActionResponse, extra: [(String, String)] = []
+    ) {
+        let body = ((try? JSONEncoder().encode(response)).map(Array.init) ?? []) + [0x0A]
+        respond(context, request, status, "application/json", ByteBuffer(bytes: body), extra: extra + Self.pageHeaders)
     }
 
     private func respond(

@@ -254,7 +254,9 @@ import Testing
         #expect(!known.isEmpty)
         #expect(known.subtracting(described).isEmpty, "keys missing from the page: \(known.subtracting(described))")
         #expect(described.subtracting(known).isEmpty, "keys the daemon does not know: \(described.subtracting(known))")
-        for table in ["[advertisement]", "[limits]", "[control]", "[takeover]", "[wake]", "[wake.extra_ports]"] {
+        for table in [
+            "[advertisement]", "[limits]", "[control]", "[takeover]", "[wake]", "[wake.extra_ports]", "[web]",
+        ] {
             #expect(page.contains(".Ss \(table)\n"), "\(table) has no section")
         }
         #expect(page.contains(".Ss [hosts. Ns Ar name Ns ]\n"))

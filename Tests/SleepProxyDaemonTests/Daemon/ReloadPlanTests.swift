@@ -14,13 +14,15 @@ import Testing
     /// A configuration serving `interfaces`, with the advertisement and metrics address given.
     static func configuration(
         _ interfaces: [String], advertisement: AdvertisementConfiguration? = lab, keepaliveOffload: Bool = true,
-        metrics: MetricsAddress? = nil
+        metrics: MetricsAddress? = nil, page: MetricsAddress? = nil, token: String? = nil
     ) -> DaemonConfiguration {
         var configuration = DaemonConfiguration(
             interfaces: interfaces, stateDirectory: "/var/lib/sleepproxy",
             core: CoreConfiguration(keepaliveOffload: keepaliveOffload), advertisement: advertisement,
             controlSocket: "/run/sleepproxy/control.sock")
         configuration.metricsListen = metrics
+        configuration.webListen = page
+        configuration.webToken = token.map { WebToken($0) }
         return configuration
     }
 
@@ -31,7 +33,7 @@ import Testing
         var serveAgain: [InterfaceName] = []
         var readvertise: [InterfaceName] = []
         var advertisementChanged = false
-        var metrics = ReloadPlan.MetricsChange.keep
+        var endpoints = ReloadPlan.EndpointsChange.keep
         var startOnlyChanges: [String] = []
     }
 
@@ -96,17 +98,35 @@ import Testing
         Row(
             name: "a metrics endpoint opened", running: configuration(["eth0"]),
             next: configuration(["eth0"], metrics: metricsHere), open: ["eth0"],
-            expected: Expected(metrics: .listen(metricsHere))),
+            expected: Expected(endpoints: .reopen(HTTPEndpoints(configuration(["eth0"], metrics: metricsHere))))),
         Row(
             name: "the metrics address changed", running: configuration(["eth0"], metrics: metricsHere),
             next: configuration(["eth0"], metrics: metricsThere), open: ["eth0"],
-            expected: Expected(metrics: .listen(metricsThere))),
+            expected: Expected(endpoints: .reopen(HTTPEndpoints(configuration(["eth0"], metrics: metricsThere))))),
         Row(
             name: "the metrics address unchanged", running: configuration(["eth0"], metrics: metricsHere),
             next: configuration(["eth0"], metrics: metricsHere), open: ["eth0"], expected: Expected()),
         Row(
             name: "the metrics endpoint closed", running: configuration(["eth0"], metrics: metricsHere),
-            next: configuration(["eth0"]), open: ["eth0"], expected: Expected(metrics: .close)),
+            next: configuration(["eth0"]), open: ["eth0"],
+            expected: Expected(endpoints: .reopen(HTTPEndpoints(configuration(["eth0"]))))),
+        Row(
+            name: "the page opened on the metrics address", running: configuration(["eth0"], metrics: metricsHere),
+            next: configuration(["eth0"], metrics: metricsHere, page: metricsHere), open: ["eth0"],
+            expected: Expected(
+                endpoints: .reopen(HTTPEndpoints(configuration(["eth0"], metrics: metricsHere, page: metricsHere))))),
+        Row(
+            name: "the page's token changed",
+            running: configuration(["eth0"], page: metricsThere, token: "0123456789abcdef"),
+            next: configuration(["eth0"], page: metricsThere, token: "fedcba9876543210"), open: ["eth0"],
+            expected: Expected(
+                endpoints: .reopen(
+                    HTTPEndpoints(configuration(["eth0"], page: metricsThere, token: "fedcba9876543210"))))
+        ),
+        Row(
+            name: "the page unchanged", running: configuration(["eth0"], page: metricsThere, token: "0123456789abcdef"),
+            next: configuration(["eth0"], page: metricsThere, token: "0123456789abcdef"), open: ["eth0"],
+            expected: Expected()),
         Row(
             name: "keys read only at start are named", running: configuration(["eth0"]),
             next: {
@@ -126,7 +146,7 @@ import Testing
         let plan = try ReloadPlan(running: row.running, next: row.next, open: row.open, retiring: row.retiring)
         let found = Expected(
             open: plan.open, retire: plan.retire, serveAgain: plan.serveAgain, readvertise: plan.readvertise,
-            advertisementChanged: plan.advertisementChanged, metrics: plan.metrics,
+            advertisementChanged: plan.advertisementChanged, endpoints: plan.endpoints,
             startOnlyChanges: plan.startOnlyChanges)
         #expect(found == row.expected)
         // Whatever else changes, the configuration applied is the new one.

@@ -1,0 +1,92 @@
+/// The secret the page's Wake and Forget need (`web.token` or `web.token_file`). It is never printed.
+public struct WebToken: Sendable, Hashable, CustomStringConvertible {
+    /// Sixteen characters at least: a token short enough to guess is no guard.
+    static let minimumLength = 16
+
+    private let bytes: [UInt8]
+
+    public init(_ text: String) {
+        bytes = Array(text.utf8)
+    }
+
+    /// What is wrong with `text` as a token, or nil: it goes in an HTTP header, so printable ASCII without spaces.
+    static func problem(_ text: String) -> String? {
+        if text.utf8.count < minimumLength {
+            return
+                "a token has at least \(minimumLength) characters (this one has \(text.utf8.count)); `openssl rand -hex 16` makes one"
+        }
+        if !text.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) {
+            return "a token is printable ASCII without spaces (it travels in an HTTP header)"
+        }
+        return nil
+    }
+
+    /// Whether `presented` is the token, in time that depends only on their lengths.
+    func matches(_ presented: some Collection<UInt8>) -> Bool {
+        var difference = UInt8(bytes.count == presented.count ? 0 : 1)
+        var index = 0
+        for byte in presented {
+            difference |= byte ^ (index < bytes.count ? bytes[index] : 0)
+            index += 1
+        }
+        return difference == 0
+    }
+
+    public var description: String { "(a token of \(bytes.count) characters)" }
+}
+
+/// Whether a request that changes state (a wake, a forget) may go ahead: a token must be configured and presented
+/// as `Authorization: Bearer TOKEN` (never in the URL), and a browser's request must come from the page itself, not
+/// from another site. Pure: the server hands it the request's headers.
+struct WebAccess: Sendable {
+    var token: WebToken?
+
+    enum Decision: Equatable, Sendable {
+        case allowed
+        /// Refused with an HTTP status and the reason, as the page shows it.
+        case refused(status: Int, message: String)
+    }
+
+    /// The headers that decide, as the request carried them (nil where absent).
+    struct Request: Sendable {
+        var host: String?
+        var origin: String?
+        /// `Sec-Fetch-Site`: browsers say where a request comes from.
+        var fetchSite: String?
+        var contentType: String?
+        var authorization: String?
+    }
+
+    func check(_ request: Request) -> Decision {
+        guard let token else {
+            return .refused(
+                status: 403,
+                message:
+                    "the page is read-only: set token (or token_file) under [web] in the config file to wake and forget from it"
+            )
+        }
+        // A cross-site page could make a browser send this request with the user's network position; it never
+        // carries a matching Origin, and browsers say so in Sec-Fetch-Site as well.
+        if let origin = request.origin {
+            guard let host = request.host, origin == "http://" + host || origin == "https://" + host else {
+                return .refused(status: 403, message: "a request from another site (Origin \(origin)) is refused")
+            }
+        }
+        if let site = request.fetchSite?.lowercased(), site != "same-origin", site != "none" {
+            return .refused(status: 403, message: "a request from another site (Sec-Fetch-Site \(site)) is refused")
+        }
+        // application/json, which a plain HTML form cannot send: another site would need CORS, which is not offered.
+        let mediaType = request.contentType?.split(separator: ";").first.map { $0.filter { $0 != " " }.lowercased() }
+        guard mediaType == "application/json" else {
+            return .refused(status: 415, message: "the request's body must be JSON (Content-Type: application/json)")
+        }
+        guard let authorization = request.authorization else {
+            return .refused(status: 401, message: "the token is missing: enter it on the page")
+        }
+        let parts = authorization.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer", token.matches(parts[1].utf8) else {
+            return .refused(status: 401, message: "the token is wrong")
+        }
+        return .allowed
+    }
+}
