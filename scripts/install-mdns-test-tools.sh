@@ -2,7 +2,7 @@
 # Installs the real mDNS peers the lab tests run inside network namespaces: avahi-daemon and its tools, a
 # D-Bus daemon for their private buses, and dig; Prometheus, which scrapes the metrics endpoint in its lab test
 # (and whose promtool checks the exposition); and what the package's boot test boots a Debian system with
-# (debootstrap, systemd-nspawn). Idempotent; run as root (CI does).
+# (debootstrap, systemd-nspawn); Chromium, tidy and node for the page's tests. Idempotent; run as root (CI does).
 #
 # Package scripts must not start daemons in the machine's own namespace: a temporary policy-rc.d that exits
 # 101 stops invoke-rc.d, and any avahi-daemon or dbus-daemon that appears anyway (a systemd unit, socket
@@ -18,6 +18,9 @@ packages=(
     debootstrap      # the boot test's Debian 12 root (scripts/make-boot-root.sh)
     systemd-container # systemd-nspawn: the boot test boots that root under systemd
     prometheus       # a real Prometheus for the metrics lab test; promtool for the exposition's unit test
+    chromium         # a real browser, headless, for the page's lab test
+    tidy             # the page's HTML checked by a validator
+    nodejs           # the page's script parsed (node --check)
 )
 
 missing=()
