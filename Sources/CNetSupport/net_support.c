@@ -410,3 +410,33 @@ int sp_discard_input(int fd) {
     }
     return 0;
 }
+
+int sp_hold_udp_port(int family, uint16_t port) {
+    int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    int on = 1;
+    int bound;
+    if (family == AF_INET6) {
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+        struct sockaddr_in6 address = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
+        bound = bind(fd, (const struct sockaddr *)&address, sizeof address);
+    } else {
+        struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons(port)};
+        bound = bind(fd, (const struct sockaddr *)&address, sizeof address);
+    }
+    if (bound != 0) {
+        int error = errno;
+        close(fd);
+        return -error;
+    }
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    // IP_MULTICAST_ALL (49) and IPV6_MULTICAST_ALL (29) off: not every group that any socket here joined.
+    int off = 0;
+    if (family == AF_INET6) {
+        (void)setsockopt(fd, IPPROTO_IPV6, 29, &off, sizeof off);
+    } else {
+        (void)setsockopt(fd, IPPROTO_IP, 49, &off, sizeof off);
+    }
+    (void)sp_discard_input(fd);
+    return fd;
+}

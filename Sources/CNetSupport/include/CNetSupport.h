@@ -83,6 +83,11 @@ int sp_udp_socket(const sp_udp_options *options, uint16_t *bound_port, sp_udp_st
 /// -errno.
 int sp_discard_input(int fd);
 
+/// A UDP socket of `family` (AF_INET or AF_INET6, IPv6 only) bound to the wildcard address and `port`, that
+/// receives nothing: SO_REUSEADDR, IP_MULTICAST_ALL / IPV6_MULTICAST_ALL off, and a filter that accepts nothing.
+/// Holds a port. Returns the descriptor, or -errno (the port is taken: -EADDRINUSE).
+int sp_hold_udp_port(int family, uint16_t port);
+
 /// What sp_udp_receive learnt about one datagram besides its payload.
 typedef struct sp_udp_datagram_info {
     /// The datagram's full payload length; more than the bytes stored when `truncated` is set.
