@@ -132,8 +132,9 @@ struct PackageBootLabTests {
     /// turns on: the unit's sandbox lets the unprivileged daemon listen there (no capability for it).
     func reloadWithMetrics(_ system: BootedSystem, _ lab: Lab, mainPID: String) async throws {
         let metricsAddress = "\(lab.host(.proxy).ipv4):9187"
+        // The first `# listen = ""` is [metrics]'s ([web] has one too).
         try await system.runChecked([
-            "sed", "-i", "s/^# listen = \"\"$/listen = \"\(metricsAddress)\"/", "/etc/sleepproxy/sleepproxy.toml",
+            "sed", "-i", "0,/^# listen = \"\"$/s//listen = \"\(metricsAddress)\"/", "/etc/sleepproxy/sleepproxy.toml",
         ])
         try await system.runChecked(["systemctl", "reload", "sleepproxyd"])
         _ = try await eventually("the reload in the journal") {
@@ -149,6 +150,48 @@ struct PackageBootLabTests {
         #expect(scrape.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8")
         #expect(scrape.text.contains("sleepproxy_hosts_held{interface=\"eth0\"} 1"), "\(scrape)")
         Self.say("reload: main PID \(mainPID) kept, Sleeper.local held, /metrics served on \(metricsAddress)")
+    }
+
+    /// The page, on the metrics address, with its token from a file only root reads, handed to the unprivileged
+    /// daemon as a systemd credential (`LoadCredential=` in a drop-in, `token_file` naming it): applied by `restart`.
+    func configurePageWithCredential(_ system: BootedSystem, _ lab: Lab, token: String) async throws {
+        try await system.runChecked(["mkdir", "-p", "-m", "0700", "/etc/credstore"])
+        try await system.write(token + "\n", to: "/etc/credstore/sleepproxy-web-token", mode: "0600")
+        try await system.write(
+            "[Service]\nLoadCredential=web-token:/etc/credstore/sleepproxy-web-token\n",
+            to: "/etc/systemd/system/sleepproxyd.service.d/web-token.conf")
+        try await system.runChecked(["systemctl", "daemon-reload"])
+        let address = "\(lab.host(.proxy).ipv4):9187"
+        // [web]'s `# listen = ""` is the one left commented out; its token_file follows.
+        try await system.runChecked([
+            "sed", "-i",
+            "-e", "0,/^# listen = \"\"$/s//listen = \"\(address)\"/",
+            "-e", "s/^# token_file = \"\"$/token_file = \"web-token\"/", "/etc/sleepproxy/sleepproxy.toml",
+        ])
+    }
+
+    /// The page answers on the metrics address, and its actions take the credential's token and no other: a
+    /// wake for a host nobody holds is refused as such (404) with it, and as unauthorized (401) without it.
+    func expectPageWithCredential(_ system: BootedSystem, _ lab: Lab, token: String) async throws {
+        let proxy = lab.host(.proxy).ipv4
+        let page = try lab.withNamespace(.waker) { try httpGet(host: proxy, port: 9187, "/") }
+        #expect(page.status == 200 && page.text.contains("data-actions=\"on\""), "\(page.status)")
+        func wake(_ presented: String) throws -> HTTPReply {
+            let body = #"{"host":"02:99:00:00:00:99"}"#
+            return try lab.withNamespace(.waker) {
+                try TCPConnection(host: proxy, port: 9187).exchange(
+                    "POST /api/wake HTTP/1.1\r\nHost: \(proxy):9187\r\nContent-Type: application/json\r\nAuthorization: Bearer \(presented)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+                )
+            }
+        }
+        let accepted = try wake(token)
+        #expect(accepted.status == 404, "\(accepted)")
+        let refused = try wake(String(token.reversed()))
+        #expect(refused.status == 401, "\(refused)")
+        let mode = try await system.runChecked(["stat", "-c", "%a %U", "/etc/credstore/sleepproxy-web-token"]).stdout
+        Self.say(
+            "page: served with the metrics, token from LoadCredential (file \(mode.trimmingCharacters(in: .whitespacesAndNewlines))): 404 for an unknown host with it, 401 without"
+        )
     }
 
     /// A file of a package (`./etc/...`), or nil when it has none by that path.
@@ -216,11 +259,14 @@ struct PackageBootLabTests {
                 // 3. A reload that turns the metrics endpoint on.
                 try await reloadWithMetrics(system, lab, mainPID: mainPID)
 
-                // 4. A restart keeps the host.
+                // 4. A restart keeps the host; it also brings in the page's token as a credential.
+                let token = "boot-test-token-0123456789"
+                try await configurePageWithCredential(system, lab, token: token)
                 try await system.runChecked(["systemctl", "restart", "sleepproxyd"])
                 service = try await activeService(system, otherThan: mainPID)
                 try await sleeperListed(system, in: "held")
                 Self.say("restart: main PID \(mainPID) -> \(service["MainPID"] ?? "?"), Sleeper.local held")
+                try await expectPageWithCredential(system, lab, token: token)
 
                 // 5. A SYN from the waker wakes the sleeper; a restart during the wake continues it. One short
                 // connection attempt, over before the restart: a SYN retransmitted after it would start a new wake.

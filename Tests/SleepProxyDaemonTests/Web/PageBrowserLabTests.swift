@@ -66,6 +66,18 @@ struct PageBrowserLabTests {
                         "document.querySelector('button[data-action=\"wake\"][data-host=\"\(mac)\"]').click(), true"),
                     .waitFor("document.getElementById('status').textContent.includes('token')", seconds: 10),
                     .evaluate("document.getElementById('status').textContent"),
+                    // A wrong token: the daemon refuses it (401), and the page says so.
+                    .evaluate(
+                        """
+                        (() => {
+                          const field = document.getElementById('token');
+                          field.value = 'not-the-token-0123456789';
+                          field.dispatchEvent(new Event('input'));
+                          document.querySelector('button[data-action="wake"][data-host="\(mac)"]').click();
+                          return true;
+                        })()
+                        """),
+                    .waitFor("document.getElementById('status').textContent.includes('wrong')", seconds: 10),
                 ], timeout: .seconds(120))
             _ = try await eventually("the page loaded in the browser", within: .seconds(60)) {
                 FileManager.default.fileExists(atPath: loaded) ? true : nil
@@ -75,9 +87,10 @@ struct PageBrowserLabTests {
             let first = try await visit
             #expect(first[1] == "0", "hosts listed before the registration: \(first)")
             #expect(first[8]?.contains("token") == true, "\(first)")
+            try await daemon.waitUntilLogged("page: refused wake", "the wrong token's refusal in the log")
             // Nothing went to the sleeper's NIC.
             let early = try await framesBeforeMarker(nic, Marker.wakeOnLAN, at: .sleeper, of: lab)
-            #expect(early.isEmpty, "magic packets without the token: \(early.count)")
+            #expect(early.isEmpty, "magic packets without the token or with a wrong one: \(early.count)")
 
             // With the token: the sleeper is woken, the row says so, and the event names the browser's address.
             let second = try await lab.browse(
