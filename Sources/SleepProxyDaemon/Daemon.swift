@@ -507,7 +507,10 @@ public final class Daemon: @unchecked Sendable {
                 opened.append(
                     try MetricsServer(
                         address: listener.address, source: listener.metrics ? metricsService.source : nil,
-                        page: listener.page ? pageSource(token: endpoints.token) : nil, logger: logger))
+                        page: listener.page ? pageSource(token: endpoints.token) : nil,
+                        key: listener.metrics
+                            ? (listener.page ? "metrics.listen and web.listen" : "metrics.listen")
+                            : "web.listen", logger: logger))
             }
         } catch {
             for server in opened { server.stop() }
@@ -573,7 +576,7 @@ public final class Daemon: @unchecked Sendable {
                     let (response, status) = daemon.carryOut(action)
                     reply(response, status)
                 }
-            }, token: token)
+            }, token: token, serverName: SettingsContext.systemHostName())
     }
 
     /// The page's state now: every host, the machines heard and not declared, the last 50 events.
@@ -592,6 +595,10 @@ public final class Daemon: @unchecked Sendable {
     private func carryOut(_ action: PageSource.Action) -> (PageActionResponse, Int) {
         let service = ControlService(state: snapshot(withCaptureCounts: false), store: store)
         let by = action.source.map { " by \($0.address)" } ?? ""
+        // What the page sent, fit for one log line: at most 100 characters, control characters shown as "?".
+        let asked = String(
+            String.UnicodeScalarView(
+                action.host.unicodeScalars.prefix(100).map { $0.properties.generalCategory == .control ? "?" : $0 }))
         let answer = service.withHost(action.host, command: action.kind.rawValue) { key in
             switch action.kind {
             case .wake: service.wake(key, reason: "asked from the page\(by)", source: action.source)
@@ -600,7 +607,7 @@ public final class Daemon: @unchecked Sendable {
         }
         carryOut(answer.command)
         if let error = answer.response.error {
-            logger.notice("page: \(action.kind.rawValue) \(action.host)\(by) refused: \(error.message)")
+            logger.notice("page: \(action.kind.rawValue) \(asked)\(by) refused: \(error.code)")
             return (PageActionResponse(ok: false, message: error.message), error.code == .unknownHost ? 404 : 400)
         }
         let message = answer.response.message ?? "done"

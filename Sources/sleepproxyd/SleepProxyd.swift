@@ -158,7 +158,7 @@ struct SleepProxyd: ParsableCommand {
             for warning in loaded.settings.warnings { printError("sleepproxyd: \(config): warning: \(warning)") }
             print(
                 "# sleepproxyd \(SleepProxyVersion.string): the configuration in force, from \(source) and the options")
-            print(loaded.settings.toml(context: context), terminator: "")
+            print(loaded.settings.toml(context: context, hidingSecrets: true), terminator: "")
             return
         }
 

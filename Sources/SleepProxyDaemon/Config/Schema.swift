@@ -323,6 +323,9 @@ enum Schema {
             }),
         doc: "Hosts that never register, one table each: [hosts.NAME].")
 
+    /// The keys whose value is a secret: never logged or printed (`Settings.toml(hidingSecrets:)`).
+    static let secretKeys: Set<String> = [webToken.key.name]
+
     /// Every key, in the order the file is written.
     static let keys: [ConfigKey] = [
         interfaces.key, stateDirectory.key, registrationPort.key, logLevel.key, wakeAllOnExit.key,

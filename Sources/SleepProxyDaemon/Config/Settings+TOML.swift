@@ -5,7 +5,8 @@ import SleepProxyCore
 extension Settings {
     /// The settings as a config file that sets every key: what `sleepproxyd --check-config` prints. Values left
     /// to the machine (the interface, the names) are shown as set, with what they stand for here in a comment.
-    public func toml(context: SettingsContext? = nil) -> String {
+    /// `hidingSecrets` writes a token that is set as `"(set, not shown)"`: for the log and the terminal.
+    public func toml(context: SettingsContext? = nil, hidingSecrets: Bool = false) -> String {
         var lines: [String] = []
         // The table the next `name = value` line lands in; nil after `[wake.extra_ports]` or `[hosts.NAME]`, which
         // a key written after them leaves by opening its own table (top-level keys come first: TOML has no
@@ -23,7 +24,11 @@ extension Settings {
                     open(parent)
                     table = parent
                 }
-                lines.append("\(key.path[key.path.count - 1]) = \(write(self, context))")
+                if hidingSecrets, Schema.secretKeys.contains(key.name), !webToken.isEmpty {
+                    lines.append("\(key.path[key.path.count - 1]) = \"(set, not shown)\"")
+                } else {
+                    lines.append("\(key.path[key.path.count - 1]) = \(write(self, context))")
+                }
             case .hostTable(_, let write):
                 open(key.path)
                 table = nil
@@ -41,7 +46,7 @@ extension Settings {
 
     /// The settings in a few log lines, one per table, for the start-up log.
     public func logLines() -> [String] {
-        toml().split(separator: "\n\n").map { section in
+        toml(hidingSecrets: true).split(separator: "\n\n").map { section in
             let lines = section.split(separator: "\n")
             guard let first = lines.first else { return "" }
             if first.hasPrefix("[") {

@@ -371,7 +371,8 @@ extension Settings {
             case .failure(let error): throw ConfigError(key: "web.listen", error.description)
             }
         }
-        configuration.webToken = try webTokenValue(context: context)
+        // Read only for a page: an unreadable token file does not stop a daemon that serves none.
+        configuration.webToken = webListen.isEmpty ? nil : try webTokenValue(context: context)
         return configuration
     }
 }

@@ -71,14 +71,15 @@ public struct PageSource: Sendable {
     /// Who may act.
     var access: WebAccess
 
+    /// `serverName` is this machine's name: the page answers to it and to IP addresses (`WebAccess.hostAllowed`).
     public init(
         state: @escaping @Sendable (@escaping @Sendable (PageState) -> Void) -> Void,
         act: @escaping @Sendable (Action, @escaping @Sendable (PageActionResponse, Int) -> Void) -> Void,
-        token: WebToken?
+        token: WebToken?, serverName: String
     ) {
         self.state = state
         self.act = act
-        self.access = WebAccess(token: token)
+        self.access = WebAccess(token: token, serverName: serverName)
     }
 }
 
@@ -123,9 +124,10 @@ public final class MetricsServer: Sendable {
 
     /// Listens on `address` at once; throws a `DaemonError` naming `metrics.listen` when the address cannot be
     /// bound (in use, not an address of this host).
+    /// `key` names the setting the address comes from, for the error when it cannot be listened on.
     public init(
-        address: MetricsAddress, source: MetricsSource?, page: PageSource? = nil, logger: Logger,
-        limits: Limits = Limits()
+        address: MetricsAddress, source: MetricsSource?, page: PageSource? = nil, key: String = "metrics.listen",
+        logger: Logger, limits: Limits = Limits()
     ) throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
@@ -200,7 +202,7 @@ public final class MetricsServer: Sendable {
             channel = try bootstrap.bind(host: address.host, port: address.port).wait()
         } catch {
             try? group.syncShutdownGracefully()
-            throw DaemonError(description: "metrics.listen \(address): cannot listen there: \(error)")
+            throw DaemonError(description: "\(key) \(address): cannot listen there: \(error)")
         }
         self.group = group
         self.phase = phase
@@ -250,6 +252,39 @@ private struct Answers: Sendable {
     let logger: Logger
     /// Refused actions are logged at most once a minute: a client guessing tokens does not fill the journal.
     let refusals = OncePerMinute()
+    /// Wrong tokens per client, to turn a guesser away.
+    let wrongTokens = WrongTokens()
+}
+
+/// The wrong tokens each client address presented lately: after `limit` in a minute, its actions are refused (429)
+/// until the minute is over, whatever token they carry. The table forgets finished minutes once it holds 4,096
+/// addresses, and starts over if they are all recent.
+private final class WrongTokens: Sendable {
+    static let limit = 10
+    private let table = Mutex<[String: (count: Int, since: ContinuousClock.Instant)]>([:])
+
+    /// Whether `source` has presented too many wrong tokens this minute.
+    func blocked(_ source: String) -> Bool {
+        table.withLock { table in
+            guard let entry = table[source], ContinuousClock.now - entry.since < .seconds(60) else { return false }
+            return entry.count >= Self.limit
+        }
+    }
+
+    func note(_ source: String) {
+        table.withLock { table in
+            let now = ContinuousClock.now
+            if table.count >= 4_096 {
+                table = table.filter { now - $0.value.since < .seconds(60) }
+                if table.count >= 4_096 { table = [:] }
+            }
+            if let entry = table[source], now - entry.since < .seconds(60) {
+                table[source] = (entry.count + 1, entry.since)
+            } else {
+                table[source] = (1, now)
+            }
+        }
+    }
 }
 
 /// Says yes at most once a minute.
@@ -475,7 +510,7 @@ private final class EndpointHandler: ChannelInboundHandler {
     /// The paths served, and what a 404 lists.
     private var paths: [String] {
         (answers.metrics == nil ? [] : ["/metrics", "/hosts.json"])
-            + (answers.pageSource == nil ? [] : ["/", "/state.json", "/api/wake", "/api/forget"])
+            + (answers.pageSource == nil ? [] : Self.pagePaths.sorted())
     }
 
     private func route(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
@@ -542,6 +577,16 @@ private final class EndpointHandler: ChannelInboundHandler {
     private func routePage(
         _ path: String, _ head: HTTPRequestHead, page: PageSource, context: ChannelHandlerContext
     ) {
+        let host = head.headers.first(name: "Host")
+        guard page.access.hostAllowed(host) else {
+            respond(
+                context, head, .misdirectedRequest, "text/plain; charset=utf-8",
+                ByteBuffer(
+                    string:
+                        "this page answers to its IP address or to the machine's name, not to \(host ?? "")\n"),
+                extra: Self.pageHeaders)
+            return
+        }
         let isAction = path.hasPrefix("/api/")
         let allowed: [HTTPMethod] = isAction ? [.POST] : [.GET, .HEAD]
         guard allowed.contains(head.method) else {
@@ -555,7 +600,7 @@ private final class EndpointHandler: ChannelInboundHandler {
         guard phase.current == .serving else {
             respond(
                 context, head, .serviceUnavailable, "text/plain; charset=utf-8", ByteBuffer(string: "starting\n"),
-                extra: [("Retry-After", "1")])
+                extra: [("Retry-After", "1")] + Self.pageHeaders)
             return
         }
         switch path {
@@ -596,7 +641,18 @@ private final class EndpointHandler: ChannelInboundHandler {
         let source = remote.flatMap { address in
             address.ipAddress.flatMap { IPAddress($0) }.map { Endpoint(address: $0, port: UInt16(address.port ?? 0)) }
         }
+        let client = source.map { "\($0.address)" } ?? "?"
+        if answers.wrongTokens.blocked(client) {
+            respondJSON(
+                context, head, .tooManyRequests,
+                PageActionResponse(
+                    ok: false,
+                    message: "too many wrong tokens from \(client): try again in a minute"),
+                extra: [("Retry-After", "60")])
+            return
+        }
         if case .refused(let status, let message) = page.access.check(request) {
+            if status == 401, request.authorization != nil { answers.wrongTokens.note(client) }
             if answers.refusals.allow() {
                 answers.logger.warning(
                     "page: refused \(kind.rawValue) from \(source.map { "\($0)" } ?? "an unknown address"): \(message) (logged at most once a minute)"

@@ -1,3 +1,5 @@
+import NetworkAddresses
+
 /// The secret the page's Wake and Forget need (`web.token` or `web.token_file`). It is never printed.
 public struct WebToken: Sendable, Hashable, CustomStringConvertible {
     /// Sixteen characters at least: a token short enough to guess is no guard.
@@ -40,6 +42,9 @@ public struct WebToken: Sendable, Hashable, CustomStringConvertible {
 /// from another site. Pure: the server hands it the request's headers.
 struct WebAccess: Sendable {
     var token: WebToken?
+    /// This machine's name (its first label): the page answers to it (`homeserver`, `homeserver.local`,
+    /// `homeserver.lan`) and to IP addresses (`Host`: `hostAllowed`).
+    var serverName: String = "localhost"
 
     enum Decision: Equatable, Sendable {
         case allowed
@@ -57,6 +62,23 @@ struct WebAccess: Sendable {
         var authorization: String?
     }
 
+    /// Whether a request's `Host` is one the page answers to: an IP address, `localhost`, or a name whose first
+    /// label is this machine's. Another name is a site that made its own name point at this address (DNS
+    /// rebinding) to read the page as its own: refused, for reading as for acting. No `Host` (HTTP/1.0) is allowed.
+    func hostAllowed(_ host: String?) -> Bool {
+        guard let host, !host.isEmpty else { return true }
+        // Without the port: "[fd00::1]:8080", "10.0.0.2:8080", "homeserver.lan".
+        var name = Substring(host)
+        if name.hasPrefix("[") {
+            guard let close = name.firstIndex(of: "]") else { return false }
+            return IPv6Address(String(name[name.index(after: name.startIndex)..<close])) != nil
+        }
+        if let colon = name.lastIndex(of: ":") { name = name[..<colon] }
+        if IPv4Address(String(name)) != nil { return true }
+        let first = name.split(separator: ".", maxSplits: 1).first.map { $0.lowercased() } ?? ""
+        return first == "localhost" || first == serverName.lowercased()
+    }
+
     func check(_ request: Request) -> Decision {
         guard let token else {
             return .refused(
@@ -66,7 +88,7 @@ struct WebAccess: Sendable {
             )
         }
         // A cross-site page could make a browser send this request with the user's network position; it never
-        // carries a matching Origin, and browsers say so in Sec-Fetch-Site as well.
+        // carries a matching Origin (Sec-Fetch-Site, which browsers send only to HTTPS and localhost, says so too).
         if let origin = request.origin {
             guard let host = request.host, origin == "http://" + host || origin == "https://" + host else {
                 return .refused(status: 403, message: "a request from another site (Origin \(origin)) is refused")

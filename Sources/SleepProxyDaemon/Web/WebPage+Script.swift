@@ -164,8 +164,11 @@ extension WebPage {
             row.appendChild(cell("wake", "Last wake", wake));
 
             if (state.actionsEnabled) {
-              var buttons = [actionButton("wake", "Wake", host.ownerMAC)];
-              if (!host.declared) buttons.push(" ", actionButton("forget", "Forget", host.ownerMAC));
+              // Only a host the proxy holds can be woken or forgotten.
+              var held = ["asleep-held", "taking-over", "waking"].indexOf(stateFamily(host.state)) >= 0;
+              var buttons = [];
+              if (held) buttons.push(actionButton("wake", "Wake", host.ownerMAC));
+              if (held && !host.declared) buttons.push(" ", actionButton("forget", "Forget", host.ownerMAC));
               row.appendChild(cell("actions", "Actions", buttons));
             }
             return row;

@@ -73,6 +73,11 @@ public enum WebPage {
 
     /// The family of a host's state, which its badge's class names (`badge-asleep-held`): `awake`, `probing`,
     /// `asleep-held`, `taking-over`, `waking`, `not-held`, or `other` for a state this page does not know.
+    /// Whether a host in `state` is held by the proxy (taken over, held, being woken): what Wake and Forget need.
+    static func isHeld(_ state: String) -> Bool {
+        ["asleep-held", "taking-over", "waking"].contains(stateFamily(state))
+    }
+
     static func stateFamily(_ state: String) -> String {
         switch state {
         case "awake": "awake"
@@ -311,9 +316,13 @@ private struct PageRenderer {
         if state.actionsEnabled {
             let mac = attribute(host.ownerMAC)
             out += "<td class=\"actions\" data-label=\"Actions\">"
-            out += "<button type=\"button\" data-action=\"wake\" data-host=\(mac)>Wake</button>"
-            if host.declared == nil {
-                out += " <button type=\"button\" data-action=\"forget\" data-host=\(mac)>Forget</button>"
+            // Only a host the proxy holds can be woken or forgotten (as with sleepproxyctl): a declared host that is
+            // awake, probing or not held has no buttons.
+            if WebPage.isHeld(host.state) {
+                out += "<button type=\"button\" data-action=\"wake\" data-host=\(mac)>Wake</button>"
+                if host.declared == nil {
+                    out += " <button type=\"button\" data-action=\"forget\" data-host=\(mac)>Forget</button>"
+                }
             }
             out += "</td>\n"
         }

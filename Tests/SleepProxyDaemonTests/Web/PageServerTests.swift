@@ -37,7 +37,7 @@ import Testing
             act: { action, reply in
                 acts.asked.withLock { $0.append(action) }
                 reply(PageActionResponse(ok: true, message: "waking \(action.host)"), 200)
-            }, token: token.map { WebToken($0) })
+            }, token: token.map { WebToken($0) }, serverName: "homeserver")
         let server = try MetricsServer(
             address: MetricsAddress(address: .v4(IPv4Address(127, 0, 0, 1)), port: 0), source: nil, page: page,
             logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, limits: limits)
@@ -134,6 +134,55 @@ import Testing
         #expect(get.status == 405 && get.headers["allow"] == "POST")
         let notJSON = try Self.post("/api/wake", port: port, headers: page, body: "sleepy.local")
         #expect(notJSON.status == 400, "\(notJSON)")
+        #expect(acts.all.isEmpty)
+    }
+
+    /// A name the machine does not go by is a site that pointed its own name at the page's address (DNS
+    /// rebinding): refused, so that its script cannot read the page as its own.
+    @Test func thePageAnswersToItsAddressAndTheMachinesNameOnly() throws {
+        let acts = Acts()
+        let server = try Self.server(token: Self.token, acts: acts)
+        defer { server.stop() }
+        let port = server.address.port
+        func get(_ path: String, host: String, origin: String? = nil) throws -> HTTPReply {
+            try TCPConnection(host: "127.0.0.1", port: port).exchange(
+                "GET \(path) HTTP/1.1\r\nHost: \(host)\r\n\(origin.map { "Origin: \($0)\r\n" } ?? "")Connection: close\r\n\r\n"
+            )
+        }
+        for host in [
+            "homeserver:\(port)", "HomeServer.local:\(port)", "homeserver.lan", "127.0.0.1:\(port)", "[::1]:\(port)",
+        ] {
+            #expect(try get("/state.json", host: host).status == 200, "\(host)")
+        }
+        for host in ["evil.example:\(port)", "homeserver-evil.example", "attacker.homeserver.example"] {
+            let reply = try get("/state.json", host: host)
+            #expect(reply.status == 421, "\(host): \(reply)")
+            #expect(try get("/", host: host).status == 421)
+        }
+        let rebound = try Self.post(
+            "/api/wake", port: port,
+            headers: ["Origin: http://evil.example:\(port)"] + Self.fromThePage(port: port).dropFirst())
+        #expect(rebound.status == 403, "\(rebound)")
+        // Another site's Origin on a read: no CORS header lets its script see the answer.
+        let read = try get("/state.json", host: "127.0.0.1:\(port)", origin: "http://evil.example")
+        #expect(read.status == 200 && read.headers["access-control-allow-origin"] == nil, "\(read)")
+    }
+
+    /// Ten wrong tokens in a minute from one address, and its actions are refused for the rest of it, even with
+    /// the right token.
+    @Test func aClientGuessingTokensIsTurnedAway() throws {
+        let acts = Acts()
+        let server = try Self.server(token: Self.token, acts: acts)
+        defer { server.stop() }
+        let port = server.address.port
+        for guess in 0..<10 {
+            let wrong = try Self.post(
+                "/api/wake", port: port, headers: Self.fromThePage(port: port, token: "guess-\(guess)-0123456789abcdef")
+            )
+            #expect(wrong.status == 401, "guess \(guess): \(wrong)")
+        }
+        let right = try Self.post("/api/wake", port: port, headers: Self.fromThePage(port: port))
+        #expect(right.status == 429 && right.headers["retry-after"] == "60", "\(right)")
         #expect(acts.all.isEmpty)
     }
 

@@ -73,6 +73,23 @@ import Testing
         #expect(status == refusal.status, "\(refusal.header): \(refusal.value ?? "none")")
     }
 
+    @Test func thePageAnswersToAddressesAndTheMachinesName() {
+        let access = WebAccess(token: nil, serverName: "HomeServer")
+        for host in [
+            "192.168.1.10:8080", "192.168.1.10", "[fd00::10]:8080", "homeserver",
+            "homeserver.local:8080", "HOMESERVER.lan", "localhost:8080", "",
+        ] {
+            #expect(access.hostAllowed(host), "\(host)")
+        }
+        #expect(access.hostAllowed(nil))
+        for host in [
+            "evil.example", "evil.example:8080", "homeserver-x.example", "x.homeserver.example", "[nonsense]:80",
+            "[::1",
+        ] {
+            #expect(!access.hostAllowed(host), "\(host)")
+        }
+    }
+
     @Test func tokensTooShortOrUnfitForAHeaderAreRefused() {
         #expect(WebToken.problem("0123456789abcdef") == nil)
         #expect(WebToken.problem("0123456789abcde")?.contains("at least 16") == true)

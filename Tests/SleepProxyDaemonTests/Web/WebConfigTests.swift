@@ -49,31 +49,54 @@ import Testing
         let context = Self.context(
             credentials: "/run/credentials/sleepproxyd.service",
             files: ["/run/credentials/sleepproxyd.service/web-token": "fedcba9876543210fedc\n"])
-        let configuration = try Self.configuration("[web]\ntoken_file = \"web-token\"\n", context: context)
+        let configuration = try Self.configuration(
+            "[web]\nlisten = \"192.168.1.10:8080\"\ntoken_file = \"web-token\"\n", context: context)
         #expect(configuration.webToken == WebToken("fedcba9876543210fedc"))
         let absolute = Self.context(files: ["/etc/sleepproxy/web-token": "fedcba9876543210fedc\r\n"])
         #expect(
-            try Self.configuration("[web]\ntoken_file = \"/etc/sleepproxy/web-token\"\n", context: absolute).webToken
+            try Self.configuration(
+                "[web]\nlisten = \"192.168.1.10:8080\"\ntoken_file = \"/etc/sleepproxy/web-token\"\n", context: absolute
+            ).webToken
                 == WebToken("fedcba9876543210fedc"))
+    }
+
+    /// The token is never in the start-up log or `--check-config`'s output; the full writer keeps it.
+    @Test func theTokenIsNeverLogged() throws {
+        let token = "0123456789abcdef0123"
+        let settings = try ConfigFile.parse(
+            "[web]\nlisten = \"192.168.1.10:8080\"\ntoken = \"\(token)\"\n", path: "/etc/sleepproxy/sleepproxy.toml",
+            onto: Settings())
+        #expect(!settings.logLines().joined().contains(token))
+        #expect(settings.logLines().contains { $0.contains("token = \"(set, not shown)\"") }, "\(settings.logLines())")
+        #expect(!settings.toml(hidingSecrets: true).contains(token))
+        #expect(settings.toml().contains(token))
+        // Not set: nothing is said to be set.
+        #expect(Settings().logLines().contains { $0.contains("token = \"\"") })
     }
 
     @Test func aBadTokenSaysWhatIsWrong() {
         let short = Self.error("[web]\ntoken = \"short\"\n")
         #expect(short?.description.contains("web.token") == true)
         #expect(short?.description.contains("at least 16") == true)
-        let both = Self.error("[web]\ntoken = \"0123456789abcdef0123\"\ntoken_file = \"web-token\"\n")
+        let both = Self.error(
+            "[web]\nlisten = \"192.168.1.10:8080\"\ntoken = \"0123456789abcdef0123\"\ntoken_file = \"web-token\"\n")
         #expect(both?.description.contains("not both") == true)
-        let noCredentials = Self.error("[web]\ntoken_file = \"web-token\"\n")
+        let noCredentials = Self.error("[web]\nlisten = \"192.168.1.10:8080\"\ntoken_file = \"web-token\"\n")
         #expect(noCredentials?.description.contains("CREDENTIALS_DIRECTORY") == true)
         let missing = Self.error(
-            "[web]\ntoken_file = \"/etc/sleepproxy/web-token\"\n", context: Self.context())
+            "[web]\nlisten = \"192.168.1.10:8080\"\ntoken_file = \"/etc/sleepproxy/web-token\"\n",
+            context: Self.context())
         #expect(missing?.description.contains("cannot read /etc/sleepproxy/web-token") == true)
         let twoLines = Self.error(
-            "[web]\ntoken_file = \"/t\"\n", context: Self.context(files: ["/t": "0123456789abcdef\nsecond\n"]))
+            "[web]\nlisten = \"192.168.1.10:8080\"\ntoken_file = \"/t\"\n",
+            context: Self.context(files: ["/t": "0123456789abcdef\nsecond\n"]))
         #expect(twoLines?.description.contains("one line") == true)
         let shortInFile = Self.error(
-            "[web]\ntoken_file = \"/t\"\n", context: Self.context(files: ["/t": "0123\n"]))
+            "[web]\nlisten = \"192.168.1.10:8080\"\ntoken_file = \"/t\"\n",
+            context: Self.context(files: ["/t": "0123\n"]))
         #expect(shortInFile?.description.contains("at least 16") == true)
+        // Without a page the token file is not read: an unreadable one does not stop the daemon.
+        #expect(Self.error("[web]\ntoken_file = \"/etc/sleepproxy/web-token\"\n") == nil)
         let badAddress = Self.error("[web]\nlisten = \"homeserver:8080\"\n")
         #expect(badAddress?.description.contains("web.listen") == true)
     }

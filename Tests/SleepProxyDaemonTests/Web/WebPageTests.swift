@@ -295,6 +295,18 @@ import Testing
         #expect(html.components(separatedBy: #"data-action="forget""#).count == 3)
     }
 
+    /// A declared host the proxy does not hold (awake, probing, or asleep and not held) cannot be woken or forgotten
+    /// from the page, as with sleepproxyctl: no buttons.
+    @Test(arguments: ["awake", "probing", "asleep: not held (its address answers)"])
+    func aHostNotHeldHasNoButtons(_ state: String) throws {
+        var host = Self.declaredHost
+        host.state = state
+        var page = Self.state(actions: true)
+        page.hosts = [host]
+        let actions = try Self.cell(try Self.row(WebPage.html(page, now: Self.now), mac: host.ownerMAC), "actions")
+        #expect(!actions.contains("<button"), "\(state): \(actions)")
+    }
+
     // MARK: Self-contained
 
     /// Every `src`, `href`, `url(...)` and `@import` in the page and the stylesheet names a path on the same server.
