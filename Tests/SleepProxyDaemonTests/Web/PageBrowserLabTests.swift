@@ -83,7 +83,7 @@ struct PageBrowserLabTests {
                 FileManager.default.fileExists(atPath: loaded) ? true : nil
             }
             try await MacSleeper.registerSleepAndWaitForTakeOver(lab, by: daemon)
-            FileManager.default.createFile(atPath: held, contents: nil)
+            _ = FileManager.default.createFile(atPath: held, contents: nil)
             let first = try await visit
             #expect(first[1] == "0", "hosts listed before the registration: \(first)")
             #expect(first[8]?.contains("token") == true, "\(first)")
