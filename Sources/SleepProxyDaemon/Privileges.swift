@@ -1,3 +1,4 @@
+import CNetSupport
 import NetworkIO
 
 #if canImport(Glibc)
@@ -55,18 +56,37 @@ public enum Privileges {
         needed.filter { effective & (1 << UInt64($0.number)) == 0 }
     }
 
-    /// Throws a `DaemonError` naming each missing capability, what it is for, and how to grant it.
-    public static func check(_ configuration: DaemonConfiguration, effective: UInt64? = Privileges.effective())
-        throws(DaemonError)
-    {
-        guard let effective else { return }
-        let lacking = missing(needed(for: configuration), effective: effective)
+    /// Puts the capabilities of `capabilities` that the process holds as permitted, but not in force, into force:
+    /// the container image's `sleepproxyd` carries them as file capabilities without the effective bit
+    /// (`setcap cap_net_raw,cap_net_admin=p`), so that a container started without them still runs it, and is
+    /// told what it lacks. Returns the effective set afterwards, or nil if the sets cannot be read.
+    public static func raise(_ capabilities: [Capability]) -> UInt64? {
+        let wanted = capabilities.reduce(UInt64(0)) { $0 | 1 << UInt64($1.number) }
+        let result = sp_raise_effective_capabilities(wanted)
+        return result >= 0 ? UInt64(result) : nil
+    }
+
+    /// Throws a `DaemonError` naming each missing capability, what it is for, and how to grant it: under systemd
+    /// or by hand, or, in `container` (a runtime's name), with the runtime's options. `effective` nil: the
+    /// process's own set, after ``raise(_:)``.
+    public static func check(
+        _ configuration: DaemonConfiguration, effective: UInt64? = nil,
+        container: String? = ContainerNetwork.runtime()
+    ) throws(DaemonError) {
+        let needed = needed(for: configuration)
+        guard let effective = effective ?? raise(needed) ?? Privileges.effective() else { return }
+        let lacking = missing(needed, effective: effective)
         guard !lacking.isEmpty else { return }
         let names = lacking.map(\.name)
         let reasons = lacking.map { "\($0.name) (\($0.use))" }.joined(separator: "; ")
+        let grant =
+            container.map {
+                "In a container (\($0)), grant them with --cap-add NET_RAW --cap-add NET_ADMIN (cap_add: [NET_RAW, NET_ADMIN] in compose.yaml), and without no-new-privileges, which keeps the image's sleepproxyd from receiving them"
+            }
+            ?? "Run sleepproxyd as root, under its systemd unit (AmbientCapabilities=CAP_NET_RAW CAP_NET_ADMIN), or with exactly these: setpriv --inh-caps=+net_raw,+net_admin --ambient-caps=+net_raw,+net_admin ... sleepproxyd"
         throw DaemonError(
             description:
-                "missing capabilit\(lacking.count == 1 ? "y" : "ies") \(names.joined(separator: " and ")): \(reasons). Run sleepproxyd as root, under its systemd unit (AmbientCapabilities=CAP_NET_RAW CAP_NET_ADMIN), or with exactly these: setpriv --inh-caps=+net_raw,+net_admin --ambient-caps=+net_raw,+net_admin ... sleepproxyd"
+                "missing capabilit\(lacking.count == 1 ? "y" : "ies") \(names.joined(separator: " and ")): \(reasons). \(grant)"
         )
     }
 }

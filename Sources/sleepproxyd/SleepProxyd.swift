@@ -18,6 +18,9 @@ struct SleepProxyd: ParsableCommand {
             options below override it. SIGHUP reads the file again without dropping held hosts. \
             `sleepproxyd --check-config` prints the configuration that would run. sleepproxy.toml(5) and the \
             sample configuration (Config/sleepproxy.toml in the sources) list every key with its default.
+
+            Environment variables set the common keys between the file and the options (for containers; an empty \
+            one counts as unset): \(EnvironmentSettings.variables.map { "\($0.name): \($0.meaning)." }.joined(separator: " "))
             """,
         version: SleepProxyVersion.string
     )
@@ -118,11 +121,19 @@ struct SleepProxyd: ParsableCommand {
         return overrides
     }
 
-    /// The defaults, then the file, then the options. Throws a `ConfigError` naming the file and line, or the
-    /// option, and what is allowed.
+    /// The defaults, then the file, then the environment's `SLEEPPROXY_*` variables, then the options. Throws a
+    /// `ConfigError` naming the file and line, the variable or the option, and what is allowed.
     func settings() throws(ConfigError) -> (settings: Settings, fileFound: Bool) {
-        var settings = Settings(environment: Settings.processEnvironment())
+        let environment = Settings.processEnvironment()
+        var settings = Settings(environment: environment)
         let found = try ConfigFile.load(path: config, onto: &settings)
+        for override in EnvironmentSettings.overrides(environment) {
+            do {
+                settings = try ConfigFile.apply(override.value, at: override.key, onto: settings)
+            } catch {
+                throw ConfigError(key: override.variable, error.message)
+            }
+        }
         for override in overrides() {
             do {
                 settings = try ConfigFile.apply(override.value, at: override.key, onto: settings)
@@ -154,10 +165,13 @@ struct SleepProxyd: ParsableCommand {
             throw ExitCode(1)
         }
         let source = loaded.fileFound ? config : "\(config) (not found: the defaults)"
+        let variables = EnvironmentSettings.describe(Settings.processEnvironment())
         if checkConfig {
             for warning in loaded.settings.warnings { printError("sleepproxyd: \(config): warning: \(warning)") }
+            let environment = variables.isEmpty ? "" : ", the environment (\(variables.joined(separator: " ")))"
             print(
-                "# sleepproxyd \(SleepProxyVersion.string): the configuration in force, from \(source) and the options")
+                "# sleepproxyd \(SleepProxyVersion.string): the configuration in force, from \(source)\(environment) and the options"
+            )
             print(loaded.settings.toml(context: context, hidingSecrets: true), terminator: "")
             return
         }
@@ -165,10 +179,18 @@ struct SleepProxyd: ParsableCommand {
         let level = StderrLogHandler.SharedLevel(loaded.settings.logLevel)
         let logger = Logger(label: "sleepproxyd") { StderrLogHandler(label: $0, sharedLevel: level) }
         logger.info("configuration from \(source)")
+        if !variables.isEmpty { logger.info("configuration from the environment: \(variables.joined(separator: " "))") }
         for line in loaded.settings.logLines() { logger.info("\(line)") }
         for warning in loaded.settings.warnings { logger.warning("configuration: \(warning)") }
         let notifier = SystemdNotifier()
         do {
+            if let container = ContainerNetwork.runtime() {
+                // A container on a bridge sees none of the LAN: say so, and refuse, rather than serve nobody.
+                logger.info(
+                    "in a container (\(container)): the proxy needs the host's network (--network host, network_mode: host) and CAP_NET_RAW, CAP_NET_ADMIN"
+                )
+                try ContainerNetwork.check(interfaces: configuration.interfaces, container: container)
+            }
             let daemon = try Daemon(configuration: configuration, logger: logger)
             daemon.reloadConfiguration = { [self] in
                 let reloaded = try settings()

@@ -231,6 +231,19 @@ int sp_wake_on_lan_get(const char *interface_name, uint32_t *supported, uint32_t
 /// Returns 0 or -errno.
 int sp_wake_on_lan_set(const char *interface_name, uint32_t enabled);
 
+/// The name of the driver behind `interface_name` (SIOCETHTOOL, ETHTOOL_GDRVINFO), as `ethtool -i` prints it:
+/// "veth", "bridge", "macvlan", "e1000e"... Written to `driver` (NUL-terminated, cut to `capacity`). Needs no
+/// capability. Returns 0 or -errno (-ENODEV: no such interface; -EOPNOTSUPP: the driver does not say).
+int sp_interface_driver(const char *interface_name, char *driver, size_t capacity);
+
+// MARK: Capabilities
+
+/// Adds the capabilities of `wanted` (a bit set, bit N being capability N of linux/capability.h) that the
+/// process has in its permitted set to its effective set (capget, capset). A program given file capabilities
+/// without the effective bit (`setcap cap_net_raw=p`) starts with them permitted but not in force, and raises
+/// them itself. Returns the effective set afterwards (its low 64 bits), or -errno as a negative number.
+int64_t sp_raise_effective_capabilities(uint64_t wanted);
+
 // MARK: Whole frames
 
 /// Sends `count` Ethernet frames (header included) out of interface `interface_index` through one AF_PACKET

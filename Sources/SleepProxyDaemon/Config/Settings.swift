@@ -146,10 +146,10 @@ public struct Settings: Equatable, Sendable {
         controlSocket = first("RUNTIME_DIRECTORY").map { $0 + "/control.sock" } ?? Schema.controlSocket.defaultValue
     }
 
-    /// The process's environment, as `init(environment:)` reads it.
+    /// The process's environment, as `init(environment:)` and ``EnvironmentSettings`` read it.
     public static func processEnvironment() -> [String: String] {
         var environment: [String: String] = [:]
-        for variable in ["STATE_DIRECTORY", "RUNTIME_DIRECTORY"] {
+        for variable in ["STATE_DIRECTORY", "RUNTIME_DIRECTORY"] + EnvironmentSettings.names {
             if let value = getenv(variable) { environment[variable] = String(cString: value) }
         }
         return environment
