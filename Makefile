@@ -47,7 +47,7 @@ FISH_COMPLETIONDIR = $(DATADIR)/fish/vendor_completions.d
 SYSTEMD_RUNNING = test -d /run/systemd/system
 
 .PHONY: all deps build lint format test unit-test unit-check install-check fuzz-short fuzz bench flood run clean \
-	release install uninstall deb deb-for-test
+	release install uninstall deb deb-for-test image
 
 all: build
 
@@ -205,3 +205,9 @@ uninstall:
 DEB_DIR ?= $(CURDIR)/dist
 deb:
 	@scripts/build-deb.sh $(DEB_DIR)
+
+# The container image (Containerfile) from the newest package in DEB_DIR (built first when there is none), with
+# podman or docker: ENGINE, BASE (debian:12-slim) and IMAGE (sleepproxyd) choose; see scripts/build-image.sh.
+image:
+	@ls $(DEB_DIR)/sleepproxyd_*.deb >/dev/null 2>&1 || $(MAKE) --no-print-directory deb
+	@DEB="$${DEB:-$$(ls -t $(DEB_DIR)/sleepproxyd_*.deb | head -n 1)}" scripts/build-image.sh

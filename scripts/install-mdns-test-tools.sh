@@ -2,7 +2,8 @@
 # Installs the real mDNS peers the lab tests run inside network namespaces: avahi-daemon and its tools, a
 # D-Bus daemon for their private buses, and dig; Prometheus, which scrapes the metrics endpoint in its lab test
 # (and whose promtool checks the exposition); and what the package's boot test boots a Debian system with
-# (debootstrap, systemd-nspawn); Chromium, tidy and node for the page's tests. Idempotent; run as root (CI does).
+# (debootstrap, systemd-nspawn); Chromium, tidy and node for the page's tests; Podman for the container image's.
+# Idempotent; run as root (CI does).
 #
 # Package scripts must not start daemons in the machine's own namespace: a temporary policy-rc.d that exits
 # 101 stops invoke-rc.d, and any avahi-daemon or dbus-daemon that appears anyway (a systemd unit, socket
@@ -21,6 +22,10 @@ packages=(
     chromium         # a real browser, headless, for the page's lab test
     tidy             # the page's HTML checked by a validator
     nodejs           # the page's script parsed (node --check)
+    podman           # the container image's test: built and run as users run it
+    runc             # the runtime podman uses on the test machines (crun refuses their hybrid cgroups)
+    containernetworking-plugins # podman's bridge network, on which the image must refuse to start
+    iptables         # the NAT of that bridge network
 )
 
 missing=()

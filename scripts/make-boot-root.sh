@@ -24,9 +24,10 @@ settings_version=1
 
 # systemd, systemd-sysv: the init. dbus: the system bus (without it systemd-logind fails at every boot and the
 # system is "degraded"). libnss-systemd: names of dynamic users. libpcap0.8, libsqlite3-0, libstdc++6, libgcc-s1:
-# what the daemon links besides libc. iproute2, procps: ip, ps. runuser, setpriv, nsenter (util-linux) and useradd
-# (passwd) are in minbase.
-packages=systemd,systemd-sysv,dbus,libnss-systemd,libpcap0.8,libsqlite3-0,libstdc++6,libgcc-s1,iproute2,procps
+# what the daemon links besides libc. iproute2, procps: ip, ps. libcap2-bin: setcap, which the container image's
+# build uses when this root is its base (the image test imports it: the test machines reach no registry).
+# runuser, setpriv, nsenter (util-linux) and useradd (passwd) are in minbase.
+packages=systemd,systemd-sysv,dbus,libnss-systemd,libpcap0.8,libsqlite3-0,libstdc++6,libgcc-s1,iproute2,procps,libcap2-bin
 stamp() {
     printf 'suite=%s\nmirror=%s\nsettings=%s\npackages=%s\n' "$suite" "$mirror" "$settings_version" "$packages"
 }
