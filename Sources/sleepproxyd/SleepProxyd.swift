@@ -20,7 +20,7 @@ struct SleepProxyd: ParsableCommand {
             sample configuration (Config/sleepproxy.toml in the sources) list every key with its default.
 
             Environment variables set the common keys between the file and the options (for containers; an empty \
-            one counts as unset): \(EnvironmentSettings.variables.map { "\($0.name): \($0.meaning)." }.joined(separator: " "))
+            one counts as unset): \(EnvironmentSettings.variables.map { "\($0.name) sets \(EnvironmentSettings.keyName($0)), \($0.meaning)." }.joined(separator: " "))
             """,
         version: SleepProxyVersion.string
     )

@@ -8,27 +8,30 @@ public enum EnvironmentSettings {
     public struct Variable: Sendable, Hashable {
         public let name: String
         public let key: [String]
-        /// What it holds, for the manual and `--help`.
+        /// What it holds, for `--help`.
         public let meaning: String
     }
 
     public static let variables: [Variable] = [
         Variable(
             name: "SLEEPPROXY_INTERFACES", key: ["interfaces"],
-            meaning: "the interfaces to serve, separated by commas or spaces (interfaces)"),
+            meaning: "the interfaces to serve, separated by commas or spaces"),
         Variable(
             name: "SLEEPPROXY_METRICS_LISTEN", key: ["metrics", "listen"],
-            meaning: "where /metrics and /hosts.json are served, ADDRESS:PORT (metrics.listen)"),
+            meaning: "where /metrics and /hosts.json are served, ADDRESS:PORT"),
         Variable(
             name: "SLEEPPROXY_WEB_LISTEN", key: ["web", "listen"],
-            meaning: "where the page is served, ADDRESS:PORT (web.listen)"),
+            meaning: "where the page is served, ADDRESS:PORT"),
         Variable(
             name: "SLEEPPROXY_WEB_TOKEN_FILE", key: ["web", "token_file"],
-            meaning: "the file holding the page's token, such as a secret's (web.token_file)"),
+            meaning: "the file holding the page's token, such as a secret's"),
         Variable(
             name: "SLEEPPROXY_LOG_LEVEL", key: ["log_level"],
-            meaning: "trace, debug, info, notice, warning, error or critical (log_level)"),
+            meaning: "trace, debug, info, notice, warning, error or critical"),
     ]
+
+    /// The key of the file a variable sets, as `--help` says it: `metrics.listen`.
+    public static func keyName(_ variable: Variable) -> String { variable.key.joined(separator: ".") }
 
     /// The names of the variables, for reading them from the process's environment.
     public static var names: [String] { variables.map(\.name) }
