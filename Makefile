@@ -47,7 +47,7 @@ FISH_COMPLETIONDIR = $(DATADIR)/fish/vendor_completions.d
 SYSTEMD_RUNNING = test -d /run/systemd/system
 
 .PHONY: all deps build lint format test unit-test unit-check install-check fuzz-short fuzz bench flood run clean \
-	release install uninstall deb deb-for-test image
+	release install uninstall deb deb-for-test image soak
 
 all: build
 
@@ -103,6 +103,15 @@ bench: deps
 # The flood benchmark (root, python3): the release daemon in the lab, hostile traffic from one host while another
 # registers, resolves, queries and wakes a sleeper. Figures as `flood_...: value` lines. FLOOD_BUILD_FLAGS adds
 # build options (`--scratch-path DIR` builds elsewhere than .build).
+# A month of a home network in an hour: the release daemon in the lab under churn, faults and restarts for
+# SOAK_MINUTES (60), with an invariant checker; SOAK_SEED replays a run. Prints soak_... figures.
+SOAK_MINUTES ?= 60
+soak: deps
+	$(SWIFT) build -c release --product sleepproxyd
+	$(SWIFT) build -c release --product sleepproxyctl
+	$(SWIFT) build -c release --product SleepProxyBenchmarks
+	SOAK_MINUTES=$(SOAK_MINUTES) stdbuf -oL .build/release/SleepProxyBenchmarks soak
+
 flood: deps
 	$(SWIFT) build -c release $(FLOOD_BUILD_FLAGS) --product sleepproxyd
 	$(SWIFT) build -c release $(FLOOD_BUILD_FLAGS) --product sleepproxyctl

@@ -159,7 +159,7 @@ let package = Package(
             name: "SleepProxyBenchmarks",
             dependencies: [
                 "DNSWire", "Frames", "NetworkAddresses", "SleepProxyCore", "LeaseStore", "SleepProxyDaemon", "TestLab",
-                "CaptureStream", "FixtureSupport", "NetworkIO", .product(name: "Logging", package: "swift-log"),
+                "CaptureStream", "FixtureSupport", "NetworkIO", "Soak", .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/SleepProxyBenchmarks",
             swiftSettings: swiftSettings
@@ -177,6 +177,17 @@ let package = Package(
         .target(
             name: "TestLab",
             path: "Tests/TestLab",
+            swiftSettings: swiftSettings
+        ),
+        // A month of a home network in an hour: the daemon in the lab under churn, faults and restarts, with an
+        // invariant checker and resource samples (`make soak`, and a short run in the suite).
+        .target(
+            name: "Soak",
+            dependencies: [
+                "CaptureStream", "CSQLite", "DNSWire", "FixtureSupport", "Frames", "NetworkAddresses", "NetworkIO",
+                "SleepProxyControl", "SleepProxyCore", "SleepProxyDaemon", "TestLab",
+            ],
+            path: "Tests/Soak",
             swiftSettings: swiftSettings
         ),
         // Captured frames as an AsyncStream, for tests and benchmarks that wait for what went over the wire.
@@ -240,7 +251,7 @@ let package = Package(
             dependencies: [
                 "SleepProxyDaemon", "SleepProxyCore", "LeaseStore", "DNSWire", "Frames", "NetworkAddresses", "TestLab",
                 "SleepProxyControl", "sleepproxyctl", "sleepproxy-client", "SleepProxyClient", "SleepProxyClientCore",
-                "NetworkIO", "TOMLConfig", "CaptureStream", "FixtureSupport",
+                "NetworkIO", "TOMLConfig", "CaptureStream", "FixtureSupport", "Soak",
             ],
             swiftSettings: swiftSettings
         ),

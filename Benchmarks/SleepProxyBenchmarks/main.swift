@@ -6,6 +6,8 @@
 //   SleepProxyBenchmarks capture         a SYN flood past 4,096 held addresses; only when named
 //   SCALING_HOSTS=100,10000 ...          the scaling figures with other numbers of held hosts
 //   SleepProxyBenchmarks flood           hostile traffic for FLOOD_SECONDS (60); only when named (`make flood`)
+//   SleepProxyBenchmarks soak            churn, faults and restarts for SOAK_MINUTES (60); only when named
+//                                        (`make soak`)
 import DNSWire
 import FixtureSupport
 import Foundation
@@ -93,11 +95,11 @@ let standard: Set = [
     "decode", "encode", "roundtrip", "registrations", "store", "wakecore", "mdnscore", "seen", "mdns", "wake",
     "scaling",
 ]
-let unknown = selected.subtracting(standard).subtracting(["capture", "flood"])
+let unknown = selected.subtracting(standard).subtracting(["capture", "flood", "soak"])
 guard unknown.isEmpty else {
     FileHandle.standardError.write(
         Data(
-            "unknown benchmark \(unknown.sorted().joined(separator: ", ")); known: \(standard.sorted().joined(separator: ", ")), capture, flood\n"
+            "unknown benchmark \(unknown.sorted().joined(separator: ", ")); known: \(standard.sorted().joined(separator: ", ")), capture, flood, soak\n"
                 .utf8))
     exit(2)
 }
@@ -173,6 +175,9 @@ if wanted("capture") {
 }
 if wanted("flood") {
     try await runFloodBenchmark()
+}
+if wanted("soak") {
+    try await runSoakBenchmark()
 }
 printAims()
 

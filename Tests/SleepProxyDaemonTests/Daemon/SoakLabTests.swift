@@ -1,0 +1,37 @@
+import Foundation
+import Soak
+import TestLab
+import Testing
+
+/// The soak (`make soak`, `Tests/Soak`) for two minutes, with the debug daemon: forty Mac-style hosts that sleep,
+/// renew, let leases run out, are asked for, connected to, woken, forgotten and come back, while the daemon is
+/// reloaded, restarted and killed. Nothing the invariant checker watches may be violated; `SOAK_SEED` replays a
+/// failing run's schedule.
+@Suite(.requiresLab(tools: ["nc"]))
+struct SoakLabTests {
+    @Test func twoMinutesOfChurnAndFaultsViolateNothing() async throws {
+        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let seed =
+            ProcessInfo.processInfo.environment["SOAK_SEED"].flatMap { UInt64($0) }
+            ?? UInt64.random(in: 1...UInt64(UInt32.max))
+        let options = SoakOptions(
+            minutes: 2, seed: seed, hosts: 40, lease: 30, actionsPerSecond: 4, faultSeconds: 25,
+            daemonPath: directory.appendingPathComponent("sleepproxyd").path,
+            ctlPath: directory.appendingPathComponent("sleepproxyctl").path)
+        let report = try await Lab.withLab { lab in
+            try await runSoak(options, in: lab) { print("soak: \($0)") }
+        }
+        for figure in report.figures { print("figure: \(figure.name): \(figure.value)") }
+        #expect(report.violations.isEmpty, "SOAK_SEED=\(report.seed): \(report.violations.joined(separator: "; "))")
+        // The schedule did what it is for: every kind of event happened.
+        let figures = Dictionary(report.figures.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first })
+        for kind in [
+            "registrations", "renewals", "expiries", "returns", "queries", "queries_for_awake",
+            "connections_to_registered_ports", "connections_to_other_ports", "listing_checks",
+        ] {
+            #expect(Int(figures["soak_events_\(kind)"] ?? "0") ?? 0 > 0, "no \(kind) in SOAK_SEED=\(report.seed)")
+        }
+        let faults = ["reloads", "restarts", "crashes"].map { Int(figures["soak_events_\($0)"] ?? "0") ?? 0 }
+        #expect(faults.reduce(0, +) >= 2, "SOAK_SEED=\(report.seed): \(faults)")
+    }
+}

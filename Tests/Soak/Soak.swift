@@ -1,0 +1,547 @@
+import CaptureStream
+import DNSWire
+import FixtureSupport
+import Foundation
+import Frames
+import NetworkAddresses
+import NetworkIO
+import SleepProxyControl
+import SleepProxyCore
+import SleepProxyDaemon
+import Synchronization
+public import TestLab
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// How long and how hard to soak, and what. `fromEnvironment` reads `SOAK_MINUTES` (60), `SOAK_SEED` (random),
+/// `SOAK_HOSTS` (150), `SOAK_LEASE` (120 s), `SOAK_ACTIONS_PER_SECOND` (4) and `SOAK_FAULT_SECONDS` (90: the mean
+/// time between a reload, a restart or a crash: each gap drawn between half and one and a half times it).
+public struct SoakOptions: Sendable {
+    public var minutes: Double
+    public var seed: UInt64
+    /// Mac-style hosts, at 10.77.0.100 and up: at most 150.
+    public var hosts: Int
+    /// The lease each registration asks for, in seconds.
+    public var lease: UInt32
+    /// Random actions (queries, connections, wakes, forgets) a second, on average.
+    public var actionsPerSecond: Double
+    /// The mean time between faults, in seconds.
+    public var faultSeconds: Double
+    public var daemonPath: String
+    public var ctlPath: String
+
+    public init(
+        minutes: Double, seed: UInt64, hosts: Int, lease: UInt32, actionsPerSecond: Double, faultSeconds: Double,
+        daemonPath: String, ctlPath: String
+    ) {
+        self.minutes = minutes
+        self.seed = seed
+        self.hosts = min(max(hosts, 1), 150)
+        self.lease = lease
+        self.actionsPerSecond = actionsPerSecond
+        self.faultSeconds = faultSeconds
+        self.daemonPath = daemonPath
+        self.ctlPath = ctlPath
+    }
+
+    public static func fromEnvironment(daemonPath: String, ctlPath: String) -> SoakOptions {
+        let environment = ProcessInfo.processInfo.environment
+        return SoakOptions(
+            minutes: environment["SOAK_MINUTES"].flatMap(Double.init) ?? 60,
+            seed: environment["SOAK_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64(UInt32.max)),
+            hosts: environment["SOAK_HOSTS"].flatMap { Int($0) } ?? 150,
+            lease: environment["SOAK_LEASE"].flatMap { UInt32($0) } ?? 120,
+            actionsPerSecond: environment["SOAK_ACTIONS_PER_SECOND"].flatMap(Double.init) ?? 4,
+            faultSeconds: environment["SOAK_FAULT_SECONDS"].flatMap(Double.init) ?? 90,
+            daemonPath: daemonPath, ctlPath: ctlPath)
+    }
+}
+
+/// What a soak saw: its figures (`soak_...` names and values, in order) and every violation of an invariant.
+public struct SoakReport: Sendable {
+    public var seed: UInt64
+    public var figures: [(name: String, value: String)]
+    public var violations: [String]
+}
+
+/// The state the wire watcher shares with the schedule.
+private final class SoakShared: Sendable {
+    let model: Mutex<SoakModel>
+    init(hosts: Int) { model = Mutex(SoakModel(count: hosts)) }
+}
+
+/// Runs the soak in `lab`: the daemon in the proxy host, the hosts' registrations and returns from the sleeper's
+/// port of the bridge, the queries and connections from the waker. Stops at the first violation. `say` hears what
+/// happens, a line at a time.
+public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String) -> Void) async throws
+    -> SoakReport
+{
+    var random = SeededGenerator(seed: options.seed)
+    say("seed \(options.seed) (SOAK_SEED=\(options.seed) replays this schedule)")
+    let daemon = try SoakDaemon(lab: lab, daemonPath: options.daemonPath, ctlPath: options.ctlPath)
+    let shared = SoakShared(hosts: options.hosts)
+    let proxy = lab.host(.proxy)
+    let proxyAddress = try requireAddress(proxy.ipv4)
+
+    // The sleeper's port of the bridge carries the hosts: their registrations (as the flood's do, from the
+    // sleeper's address), their returns (frames with their own MAC and address), and what the proxy sends them.
+    let registrar = try lab.withNamespace(.sleeper) { try DatagramSocket(family: .ipv4, interface: "eth0", port: 0) }
+    defer { registrar.close() }
+    let wire = try lab.withNamespace(.sleeper) { try CaptureStream(interface: "eth0") }
+    defer { wire.close() }
+    try wire.setFilter("ether proto 0x0842 or udp port 9")
+    let querier = try lab.withNamespace(.waker) { try DatagramSocket(family: .ipv4, interface: "eth0", port: 0) }
+    defer { querier.close() }
+
+    let watcher = Task {
+        for await frame in wire.frames {
+            guard let parsed = try? EthernetFrame(parsing: frame.bytes),
+                let target = parsed.magicPacket?.target ?? parsed.udp?.magicPacket?.target
+            else { continue }
+            shared.model.withLock { model in
+                if let violation = model.magicPacket(for: target, at: frame.timestamp) {
+                    model.violations.append(violation)
+                }
+            }
+        }
+    }
+    defer { watcher.cancel() }
+
+    try await daemon.start()
+    var counts: [String: Int] = [:]
+    func count(_ kind: String) { counts[kind, default: 0] += 1 }
+    var samples: [SoakSample] = []
+    var answerLatencies: [(at: Duration, latency: Duration)] = []
+    var queryID: UInt16 = 1
+
+    func violation(_ text: String) {
+        shared.model.withLock { $0.violations.append(text) }
+    }
+    func uniform(_ low: Double, _ high: Double) -> Duration {
+        .milliseconds(Int((low + (high - low) * Double(random.next() % 1_000_000) / 1_000_000) * 1000))
+    }
+
+    /// The host's records: its name's A, the reverse mapping, an ssh service on port 22.
+    func records(_ host: SoakModel.Host) -> [DNSRecord] {
+        ClientMessage.host(
+            try! DNSName(labels: [host.name, "local"]), address: .v4(host.ipv4),
+            instance: try! DNSName(labels: [host.name, "_ssh", "_tcp", "local"]), servicesEntry: true)
+    }
+
+    /// Registers `host` with its sequence number; the granted lease, or nil without an answer in 2 s.
+    func register(_ host: SoakModel.Host) throws -> UInt32? {
+        let id = UInt16(truncatingIfNeeded: random.next())
+        let bytes = ClientMessage.update(
+            id: id, records: records(host), owner: OwnerOption(sequence: host.sequence, primaryMAC: host.mac),
+            lease: UpdateLease(lease: options.lease))
+        try registrar.send(
+            bytes, to: Endpoint(address: proxyAddress, port: 5354), scopeID: 0,
+            from: try requireAddress(lab.host(.sleeper).ipv4), interfaceIndex: 0)
+        let deadline = ContinuousClock.now + .seconds(2)
+        while ContinuousClock.now < deadline {
+            guard let reply = try registrar.receive() else {
+                usleep(2_000)
+                continue
+            }
+            guard let message = try? DNSMessage(decoding: reply.bytes), message.id == id else { continue }
+            guard message.flags.responseCode == .noError else { return nil }
+            return message.optRecords.first?.optData?.updateLease?.lease ?? options.lease
+        }
+        return nil
+    }
+
+    /// The host is back: its announcement with the next sequence number, from its own MAC and address.
+    func announceReturn(_ host: SoakModel.Host) throws {
+        let payload = ClientMessage.announcement(
+            records: records(host), owner: OwnerOption(sequence: host.sequence, primaryMAC: host.mac))
+        let frame = EthernetFrame.udp(
+            UDPDatagram(sourcePort: 5353, destinationPort: 5353, payload: payload), sourceAddress: host.ipv4,
+            destinationAddress: IPv4Address(bytes: [224, 0, 0, 251])!, source: host.mac,
+            destination: MACAddress(bytes: [0x01, 0x00, 0x5E, 0x00, 0x00, 0xFB])!)
+        try wire.inject(frame.serialized())
+    }
+
+    /// A legacy-unicast question for the host's A record from the waker; the answer's addresses and how long it
+    /// took, or nil without an answer within `wait`.
+    func ask(_ host: SoakModel.Host, wait: Duration) throws -> (addresses: [IPv4Address], latency: Duration)? {
+        queryID &+= 1
+        let id = queryID
+        let question = DNSMessage(
+            id: id, flags: DNSFlags(response: false, opcode: .query),
+            questions: [DNSQuestion(name: try DNSName(labels: [host.name, "local"]), type: .a)])
+        let started = ContinuousClock.now
+        try querier.send(
+            try question.encoded(), to: Endpoint(address: proxyAddress, port: 5353), scopeID: 0,
+            from: try requireAddress(lab.host(.waker).ipv4), interfaceIndex: 0)
+        while ContinuousClock.now - started < wait {
+            guard let reply = try querier.receive() else {
+                usleep(1_000)
+                continue
+            }
+            guard let message = try? DNSMessage(decoding: reply.bytes), message.id == id else { continue }
+            let addresses = message.answers.compactMap { record -> IPv4Address? in
+                if case .a(let address) = record.rdata { return address }
+                return nil
+            }
+            return (addresses, ContinuousClock.now - started)
+        }
+        return nil
+    }
+
+    /// A connection attempt from the waker's own TCP stack (it sends SYNs, the proxy answers none), in the
+    /// background.
+    func connect(_ host: SoakModel.Host, port: Int) {
+        let address = "\(host.ipv4)"
+        Task.detached { _ = try? await lab.run(.waker, ["nc", "-z", "-w", "1", address, String(port)]) }
+    }
+
+    // A fault every SOAK_FAULT_SECONDS on average, spread evenly between half and one and a half times that.
+    let start = soakNow()
+    let end = start + .milliseconds(Int(options.minutes * 60_000))
+    var nextFault = start + uniform(0.5 * options.faultSeconds, 1.5 * options.faultSeconds)
+    // The hosts fall asleep over the first twenty seconds.
+    shared.model.withLock { model in
+        for index in model.hosts.indices { model.hosts[index].due = start + uniform(0, 20) }
+    }
+    var nextListingCheck = start + .seconds(5)
+    var nextSample = start
+    let tick = Duration.milliseconds(50)
+    var lastReturn = Duration.zero
+    var storeEventsMax = 0
+    // The lease end of each host asked to wake, for a wake that a fault may have lost.
+    var heldLeaseEnd: [Int: Duration] = [:]
+
+    func daemonSettled(_ now: Duration, _ seconds: Int = 5) -> Bool {
+        guard let up = daemon.upSince else { return false }
+        return now - up > .seconds(seconds)
+    }
+
+    while soakNow() < end {
+        if let first = shared.model.withLock({ $0.violations.first }) {
+            say("violation: \(first)")
+            // What the daemon said of the host, for whoever replays the seed.
+            let log = daemon.process?.stderr ?? ""
+            let names = shared.model.withLock { $0.hosts.map { ($0.name, "\($0.mac)") } }
+            if let (name, mac) = names.first(where: { first.contains($0.0 + " ") || first.contains($0.0 + ",") }) {
+                let lines = log.split(separator: "\n").filter {
+                    $0.contains(name + ".") || $0.lowercased().contains(mac.lowercased())
+                }
+                for line in lines.suffix(20) { say("daemon: \(line)") }
+            }
+            break
+        }
+        let now = soakNow()
+
+        // Faults, never within 2 s of a return: the release comes from an announcement nobody acknowledges, and a
+        // proxy killed before it saw it would rightly hold the host again.
+        if now >= nextFault, now - lastReturn > .seconds(2) {
+            nextFault = now + uniform(0.5 * options.faultSeconds, 1.5 * options.faultSeconds)
+            switch random.next() % 4 {
+            case 0, 1:
+                try await daemon.reload()
+                count("reloads")
+                say("reload (SIGHUP) \(counts["reloads"] ?? 0)")
+            case 2:
+                let took = try await daemon.stop(SIGTERM)
+                try await daemon.start()
+                count("restarts")
+                say("restart (SIGTERM): stopped in \(took)")
+            default:
+                _ = try await daemon.stop(SIGKILL)
+                try await daemon.start()
+                count("crashes")
+                say("crash (SIGKILL) and start")
+            }
+            shared.model.withLock { model in
+                for index in model.hosts.indices {
+                    if case .waking = model.hosts[index].state, model.hosts[index].firstMagic == nil {
+                        model.hosts[index].wakeUncertain = true
+                    }
+                }
+            }
+            continue
+        }
+
+        // What each host does on its own: sleep (register), renew, let its lease run out, return after a wake.
+        if daemonSettled(now, 1) {
+            for index in 0..<options.hosts {
+                var host = shared.model.withLock { $0.hosts[index] }
+                let before = host
+                switch host.state {
+                case .awake, .forgotten, .expired:
+                    guard now >= host.due else { break }
+                    if case .awake = host.state {} else { host.sequence &+= 1 }
+                    if let granted = try register(host) {
+                        let acknowledged = soakNow()
+                        let leaseEnd = acknowledged + .seconds(Int(granted))
+                        host.registeredOnce = true
+                        host.state = .held(since: acknowledged, leaseEnd: leaseEnd)
+                        host.skipsRenewal = random.next() % 7 == 0
+                        host.due =
+                            host.skipsRenewal ? leaseEnd : acknowledged + .milliseconds(Int(granted) * 800)
+                        count("registrations")
+                    } else {
+                        if case .awake = before.state {} else { host.sequence = before.sequence }
+                        host.due = now + .seconds(2)
+                    }
+                case .held(let since, let leaseEnd):
+                    guard now >= host.due else { break }
+                    if now >= leaseEnd {
+                        host.state = .expired(at: leaseEnd)
+                        host.wakeAllowedUntil = leaseEnd + .seconds(60)
+                        host.due = leaseEnd + .seconds(65)
+                        count("expiries")
+                    } else if let granted = try register(host) {
+                        let acknowledged = soakNow()
+                        host.state = .held(since: since, leaseEnd: acknowledged + .seconds(Int(granted)))
+                        host.due = acknowledged + .milliseconds(Int(granted) * 800)
+                        count("renewals")
+                    } else {
+                        host.due = now + .seconds(1)
+                    }
+                case .waking(let at, let trigger):
+                    if let returnAt = host.returnAt, now >= returnAt {
+                        host.sequence &+= 1
+                        try announceReturn(host)
+                        host.state = .awake(since: soakNow())
+                        host.wakeAllowedUntil = soakNow() + .seconds(3)
+                        host.firstMagic = nil
+                        host.returnAt = nil
+                        host.wakeUncertain = false
+                        host.due = now + uniform(5, 30)
+                        lastReturn = soakNow()
+                        count("returns")
+                    } else if let first = host.firstMagic, host.returnAt == nil {
+                        // Booting: back between half a second and two after the first magic packet.
+                        host.returnAt = first + uniform(0.5, 2)
+                    } else if host.firstMagic == nil, now - at > .seconds(10), daemonSettled(now, 10) {
+                        if host.wakeUncertain {
+                            // The request died with the daemon: the host sleeps on, held.
+                            host.state = .held(since: at, leaseEnd: heldLeaseEnd[index] ?? at)
+                            host.wakeUncertain = false
+                            host.wakeAllowedUntil = now + .seconds(5)
+                            host.due = now
+                            count("wakes_lost_to_a_fault")
+                        } else {
+                            violation("\(host.name) was not woken within 10 s of \(trigger)")
+                        }
+                    }
+                }
+                if host.state != before.state || host.due != before.due || host.returnAt != before.returnAt
+                    || host.sequence != before.sequence
+                {
+                    shared.model.withLock { model in
+                        // The watcher may have seen the first magic packet meanwhile.
+                        let seen = model.hosts[index].firstMagic
+                        model.hosts[index] = host
+                        if case .waking = host.state, host.firstMagic == nil { model.hosts[index].firstMagic = seen }
+                    }
+                }
+            }
+        }
+
+        // Random actions on hosts in a steady state.
+        if daemonSettled(now), Double(random.next() % 1_000_000) / 1_000_000 < options.actionsPerSecond * 0.05 {
+            let snapshot = shared.model.withLock { $0.hosts }
+            let held = snapshot.filter {
+                if case .held(let since, let leaseEnd) = $0.state {
+                    return now - since > .seconds(2) && leaseEnd - now > .seconds(6)
+                }
+                return false
+            }
+            let awake = snapshot.filter {
+                if case .awake(let since) = $0.state { return $0.registeredOnce && now - since > .seconds(8) }
+                return false
+            }
+            // A connection needs the address taken over: the proxy claims it after probing, a few seconds after
+            // the registration (the waker's ARP would go unanswered before).
+            let claimed = held.filter {
+                if case .held(let since, _) = $0.state { return now - since > .seconds(10) }
+                return false
+            }
+            let roll = random.next() % 100
+            if roll < 55, let host = held.randomElement(using: &random) {
+                count("queries")
+                if let answer = try ask(host, wait: .seconds(1)) {
+                    answerLatencies.append((now, answer.latency))
+                    if !answer.addresses.contains(host.ipv4) {
+                        violation("\(host.name) answered with \(answer.addresses), not \(host.ipv4)")
+                    }
+                } else {
+                    violation("\(host.name), held, was not answered within 1 s")
+                }
+            } else if roll < 65, let host = awake.randomElement(using: &random) {
+                count("queries_for_awake")
+                if let answer = try ask(host, wait: .milliseconds(300)) {
+                    violation("\(host.name), awake and let go, was answered for: \(answer.addresses)")
+                }
+            } else if roll < 77, let host = claimed.randomElement(using: &random) {
+                count("connections_to_registered_ports")
+                if case .held(_, let leaseEnd) = host.state { heldLeaseEnd[host.index] = leaseEnd }
+                shared.model.withLock { model in
+                    model.hosts[host.index].state = .waking(at: soakNow(), trigger: "a SYN to port 22")
+                    model.hosts[host.index].wakeAllowedUntil = soakNow() + .seconds(3_600)
+                    model.hosts[host.index].firstMagic = nil
+                }
+                connect(host, port: 22)
+            } else if roll < 89, let host = claimed.randomElement(using: &random) {
+                count("connections_to_other_ports")
+                connect(host, port: 23)
+            } else if roll < 95, let host = held.randomElement(using: &random) {
+                count("manual_wakes")
+                if case .held(_, let leaseEnd) = host.state { heldLeaseEnd[host.index] = leaseEnd }
+                shared.model.withLock { model in
+                    model.hosts[host.index].state = .waking(at: soakNow(), trigger: "sleepproxyctl wake")
+                    model.hosts[host.index].wakeAllowedUntil = soakNow() + .seconds(3_600)
+                    model.hosts[host.index].firstMagic = nil
+                }
+                let woken = try daemon.ctl(["wake", "\(host.mac)"])
+                if !woken.succeeded { violation("sleepproxyctl wake \(host.name) failed: \(woken)") }
+            } else if let host = held.randomElement(using: &random) {
+                count("forgets")
+                let forgotten = try daemon.ctl(["forget", "\(host.mac)"])
+                if !forgotten.succeeded { violation("sleepproxyctl forget \(host.name) failed: \(forgotten)") }
+                shared.model.withLock { model in
+                    model.hosts[host.index].state = .forgotten(at: soakNow())
+                    model.hosts[host.index].due = soakNow() + .seconds(10)
+                }
+            }
+        }
+
+        // What the daemon lists against what it must.
+        if now >= nextListingCheck, daemonSettled(now) {
+            nextListingCheck = now + .seconds(5)
+            let expected = shared.model.withLock { $0.expectations(at: now) }
+            if let listed = daemon.hosts() {
+                let macs = Set(listed.map { $0.ownerMAC.lowercased() })
+                let snapshot = shared.model.withLock { $0.hosts }
+                for index in expected.listed where !macs.contains("\(snapshot[index].mac)".lowercased()) {
+                    violation(
+                        "\(snapshot[index].name) is not listed by sleepproxyctl hosts, yet it is \(SoakModel.describe(snapshot[index].state))"
+                    )
+                }
+                for index in expected.notListed where macs.contains("\(snapshot[index].mac)".lowercased()) {
+                    violation(
+                        "\(snapshot[index].name) is listed by sleepproxyctl hosts, yet it is \(SoakModel.describe(snapshot[index].state))"
+                    )
+                }
+                count("listing_checks")
+                // The store, read as another process reads it, agrees for the same hosts.
+                if let store = SoakStore.read(directory: daemon.stateDirectory) {
+                    for index in expected.listed where !store.owners.contains("\(snapshot[index].mac)".lowercased()) {
+                        violation(
+                            "\(snapshot[index].name) is listed by sleepproxyctl but not in the lease store, yet it is \(SoakModel.describe(snapshot[index].state))"
+                        )
+                    }
+                    for index in expected.notListed where store.owners.contains("\(snapshot[index].mac)".lowercased()) {
+                        violation(
+                            "\(snapshot[index].name) is still in the lease store, yet it is \(SoakModel.describe(snapshot[index].state))"
+                        )
+                    }
+                    storeEventsMax = max(storeEventsMax, store.events)
+                    // event_history (10,000 by default), with a batch's worth of slack before trimming.
+                    if store.events > 10_000 + 256 {
+                        violation("the store keeps \(store.events) events, above event_history (10,000)")
+                    }
+                    count("store_checks")
+                }
+            }
+        }
+
+        // Resources.
+        if now >= nextSample, let pid = daemon.process?.pid {
+            nextSample = now + .seconds(10)
+            if let sample = SoakSample.take(
+                pid: pid, generation: daemon.generation, stateDirectory: daemon.stateDirectory)
+            {
+                samples.append(sample)
+            }
+        }
+        try await Task.sleep(for: tick)
+    }
+    _ = try await daemon.stop(SIGTERM)
+    watcher.cancel()
+
+    let violations = shared.model.withLock { $0.violations }
+    let wakes = shared.model.withLock { $0.wakeLatencies }
+    return SoakReport(
+        seed: options.seed,
+        figures: soakFigures(
+            options: options, start: start, counts: counts, samples: samples, answers: answerLatencies,
+            wakes: wakes, violations: violations.count) + [("soak_store_events_max", "\(storeEventsMax)")],
+        violations: violations)
+}
+
+/// `duration` in seconds.
+private func seconds(_ duration: Duration) -> Double { duration / .seconds(1) }
+
+/// The address in `text`, or a thrown error naming it.
+private func requireAddress(_ text: String) throws -> IPAddress {
+    guard let address = IPAddress(text) else { throw LabError("not an address: \(text)") }
+    return address
+}
+
+/// The report's figures: counts of every kind of event, the violations, the resources at the start and the end
+/// and their slopes after the first tenth, and the answer and wake latency percentiles of the first and last tenth.
+private func soakFigures(
+    options: SoakOptions, start: Duration, counts: [String: Int], samples: [SoakSample],
+    answers: [(at: Duration, latency: Duration)], wakes: [(at: Duration, latency: Duration)], violations: Int
+) -> [(name: String, value: String)] {
+    var figures: [(name: String, value: String)] = [
+        ("soak_seed", "\(options.seed)"), ("soak_minutes", String(format: "%.1f", options.minutes)),
+        ("soak_hosts", "\(options.hosts)"), ("soak_lease_seconds", "\(options.lease)"),
+    ]
+    for kind in counts.keys.sorted() { figures.append(("soak_events_\(kind)", "\(counts[kind] ?? 0)")) }
+    figures.append(("soak_violations", "\(violations)"))
+    let length = seconds((samples.last?.time ?? start) - start)
+    let warm = samples.filter { seconds($0.time - start) >= length / 10 }
+    if let first = samples.first, let last = samples.last {
+        figures += [
+            ("soak_rss_anon_mb_start", String(format: "%.1f", Double(first.rssAnonKB) / 1024)),
+            ("soak_rss_anon_mb_end", String(format: "%.1f", Double(last.rssAnonKB) / 1024)),
+            ("soak_rss_mb_start", String(format: "%.1f", Double(first.rssKB) / 1024)),
+            ("soak_rss_mb_end", String(format: "%.1f", Double(last.rssKB) / 1024)),
+            ("soak_fds_start", "\(first.fds)"), ("soak_fds_end", "\(last.fds)"),
+            ("soak_threads_start", "\(first.threads)"), ("soak_threads_end", "\(last.threads)"),
+            ("soak_store_bytes_start", "\(first.storeBytes)"), ("soak_store_bytes_end", "\(last.storeBytes)"),
+            ("soak_store_bytes_max", "\(samples.map(\.storeBytes).max() ?? 0)"),
+            ("soak_samples", "\(samples.count)"),
+        ]
+    }
+    // Slopes within each run of the daemon (a restart starts afresh), weighted by the run's length.
+    func slope(_ value: (SoakSample) -> Double) -> String {
+        var weighted = 0.0
+        var weights = 0.0
+        for generation in Set(warm.map(\.generation)) {
+            let points = warm.filter { $0.generation == generation }.map {
+                (time: seconds($0.time - start), value: value($0))
+            }
+            guard let slope = slopePerHour(points), let first = points.first, let last = points.last else { continue }
+            weighted += slope * (last.time - first.time)
+            weights += last.time - first.time
+        }
+        return weights > 0 ? String(format: "%.3f", weighted / weights) : "n/a"
+    }
+    figures.append(("soak_rss_anon_mb_per_hour", slope { Double($0.rssAnonKB) / 1024 }))
+    figures.append(("soak_fds_per_hour", slope { Double($0.fds) }))
+    figures.append(("soak_store_bytes_per_hour", slope { Double($0.storeBytes) }))
+    func tenth(_ values: [(at: Duration, latency: Duration)], last: Bool) -> String {
+        let cut = length / 10
+        let selected = values.filter {
+            let offset = seconds($0.at - start)
+            return last ? offset >= length - cut : offset < cut
+        }
+        guard let p99 = percentile(selected.map { seconds($0.latency) * 1000 }, 0.99)
+        else { return "n/a" }
+        return String(format: "%.2f", p99) + " (\(selected.count))"
+    }
+    figures += [
+        ("soak_answer_p99_ms_first_tenth", tenth(answers, last: false)),
+        ("soak_answer_p99_ms_last_tenth", tenth(answers, last: true)),
+        ("soak_wake_p99_ms_first_tenth", tenth(wakes, last: false)),
+        ("soak_wake_p99_ms_last_tenth", tenth(wakes, last: true)),
+    ]
+    return figures
+}

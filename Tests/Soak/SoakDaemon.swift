@@ -1,0 +1,198 @@
+import CSQLite
+import Foundation
+import SleepProxyControl
+import TestLab
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The daemon under soak in the lab's proxy host, started, reloaded, stopped and killed as the schedule says, with
+/// its lease store kept across every start; and `sleepproxyctl` against it.
+final class SoakDaemon {
+    let lab: Lab
+    let daemonPath: String
+    let ctlPath: String
+    let stateDirectory: String
+    let socket: String
+    let configPath: String
+    private(set) var process: LabProcess?
+    /// How many times it was started.
+    private(set) var generation = 0
+    /// When the current process answered `sleepproxyctl status` first (Unix time), nil while it is down.
+    private(set) var upSince: Duration?
+    private var configuration = 0
+    private var reloadsLogged = 0
+
+    /// The two configurations a reload alternates between: other limits, another wake policy, another log level.
+    static let configurations = [
+        """
+        log_level = "info"
+        [limits]
+        maximum_records_per_host = 1000
+        """,
+        """
+        log_level = "notice"
+        [limits]
+        maximum_records_per_host = 500
+        [wake]
+        ignore_sources = ["10.77.0.250/32"]
+        """,
+    ]
+
+    init(lab: Lab, daemonPath: String, ctlPath: String) throws {
+        self.lab = lab
+        self.daemonPath = daemonPath
+        self.ctlPath = ctlPath
+        stateDirectory = lab.workDirectory + "/soak-state"
+        socket = lab.workDirectory + "/soak-control.sock"
+        configPath = lab.workDirectory + "/soak.toml"
+        try Self.configurations[0].write(toFile: configPath, atomically: true, encoding: .utf8)
+    }
+
+    /// Starts it and waits until `sleepproxyctl status` answers.
+    func start() async throws {
+        generation += 1
+        let started = try lab.spawn(
+            .proxy,
+            [
+                daemonPath, "--interface", "eth0", "--state-dir", stateDirectory, "--control-socket", socket,
+                "--config", configPath,
+            ])
+        process = started
+        reloadsLogged = 0
+        _ = try await eventually("sleepproxyd start \(generation)", within: .seconds(20)) { () -> Bool? in
+            if started.hasExited { throw LabError("sleepproxyd exited at start: \(started.stderr)") }
+            return (try? self.ctl(["status"]))?.succeeded == true ? true : nil
+        }
+        upSince = soakNow()
+    }
+
+    /// SIGHUP with the other configuration in the file; waits for the daemon to say it reloaded.
+    func reload() async throws {
+        guard let process else { return }
+        configuration = 1 - configuration
+        try Self.configurations[configuration].write(toFile: configPath, atomically: true, encoding: .utf8)
+        let before = Self.count("reloaded the configuration", in: process.stderr)
+        process.signal(SIGHUP)
+        _ = try await eventually("the reload logged", within: .seconds(10)) { () -> Bool? in
+            SoakDaemon.count("reloaded the configuration", in: process.stderr) > before ? true : nil
+        }
+    }
+
+    /// Sends `signal` (SIGTERM: a stop; SIGKILL: a crash) and waits for the process to end; returns how long that
+    /// took.
+    func stop(_ signal: Int32) async throws -> Duration {
+        guard let process else { return .zero }
+        upSince = nil
+        let started = ContinuousClock.now
+        process.signal(signal)
+        _ = try await eventually("sleepproxyd to end on signal \(signal)", within: .seconds(15)) { () -> Bool? in
+            process.hasExited ? true : nil
+        }
+        self.process = nil
+        return ContinuousClock.now - started
+    }
+
+    /// `sleepproxyctl --socket S --json ARGUMENTS`.
+    func ctl(_ arguments: [String]) throws -> CommandResult {
+        // A Unix socket: no traffic leaves the machine.
+        try Lab.runInTestNamespace([ctlPath, "--socket", socket, "--json"] + arguments, timeout: .seconds(15))
+    }
+
+    /// The held hosts, nil when the daemon does not answer.
+    func hosts() -> [HostSummary]? {
+        guard let listed = try? ctl(["hosts"]), listed.succeeded else { return nil }
+        return try? ControlProtocol.decoder().decode([HostSummary].self, from: Data(listed.stdout.utf8))
+    }
+
+    static func count(_ text: String, in log: String) -> Int {
+        log.components(separatedBy: text).count - 1
+    }
+}
+
+/// The Unix time now, as captured frames carry it.
+func soakNow() -> Duration {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return .seconds(now.tv_sec) + .nanoseconds(now.tv_nsec)
+}
+
+/// One sample of the daemon's resources.
+struct SoakSample: Sendable {
+    var time: Duration
+    var generation: Int
+    var rssAnonKB: Int
+    var rssKB: Int
+    var fds: Int
+    var threads: Int
+    var cpuSeconds: Double
+    var storeBytes: Int
+
+    /// `/proc/PID` of the running daemon, and the size of its store's files.
+    static func take(pid: Int32, generation: Int, stateDirectory: String) -> SoakSample? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let statLine = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        else { return nil }
+        func field(_ name: String) -> Int {
+            for line in status.split(separator: "\n") where line.hasPrefix(name + ":") {
+                let words = line.dropFirst(name.count + 1).split(whereSeparator: { $0 == " " || $0 == "\t" })
+                return Int(words.first ?? "") ?? 0
+            }
+            return 0
+        }
+        // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+        let afterName = statLine.split(separator: ")").last.map { $0.split(separator: " ") } ?? []
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        let cpu =
+            afterName.count > 13
+            ? (Double(afterName[11]) ?? 0) / ticks + (Double(afterName[12]) ?? 0) / ticks : 0
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
+        var store = 0
+        for suffix in ["", "-wal", "-shm"] {
+            var info = stat()
+            if lstat(stateDirectory + "/leases.sqlite" + suffix, &info) == 0 { store += Int(info.st_size) }
+        }
+        return SoakSample(
+            time: soakNow(), generation: generation, rssAnonKB: field("RssAnon"), rssKB: field("VmRSS"), fds: fds,
+            threads: field("Threads"), cpuSeconds: cpu, storeBytes: store)
+    }
+}
+
+/// The lease store as another process sees it while the daemon runs: opened read-only, as `sqlite3 -readonly`
+/// would, for what the daemon has committed.
+enum SoakStore {
+    /// The primary MACs of the owners held, lower-case `aa:bb:...`, and the number of events kept; nil if the
+    /// store cannot be read (it is being created, say).
+    static func read(directory: String) -> (owners: Set<String>, events: Int)? {
+        var database: OpaquePointer?
+        guard
+            sqlite3_open_v2(directory + "/leases.sqlite", &database, SQLITE_OPEN_READONLY, nil) == SQLITE_OK,
+            let database
+        else {
+            sqlite3_close(database)
+            return nil
+        }
+        defer { sqlite3_close(database) }
+        sqlite3_busy_timeout(database, 2_000)
+        var owners = Set<String>()
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(database, "SELECT primary_mac FROM owners", -1, &statement, nil) == SQLITE_OK
+        else { return nil }
+        while sqlite3_step(statement) == SQLITE_ROW {
+            let count = Int(sqlite3_column_bytes(statement, 0))
+            guard let bytes = sqlite3_column_blob(statement, 0) else { continue }
+            let mac = UnsafeRawBufferPointer(start: bytes, count: count).map { byte in
+                (byte < 0x10 ? "0" : "") + String(byte, radix: 16)
+            }
+            owners.insert(mac.joined(separator: ":"))
+        }
+        sqlite3_finalize(statement)
+        var events = 0
+        guard sqlite3_prepare_v2(database, "SELECT count(*) FROM events", -1, &statement, nil) == SQLITE_OK
+        else { return nil }
+        if sqlite3_step(statement) == SQLITE_ROW { events = Int(sqlite3_column_int64(statement, 0)) }
+        sqlite3_finalize(statement)
+        return (owners, events)
+    }
+}
