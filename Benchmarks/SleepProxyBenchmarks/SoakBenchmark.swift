@@ -27,6 +27,7 @@ func runSoakBenchmark() async throws {
         try await runSoak(options, in: lab) { line in print("soak: \(line)") }
     }
     for figure in report.figures { print("figure: \(figure.name): \(figure.value)") }
+    for aim in report.aims { print(aim) }
     for violation in report.violations { print("soak violation: \(violation)") }
     if !report.violations.isEmpty {
         print("soak: replay with SOAK_SEED=\(report.seed)")

@@ -64,6 +64,38 @@ public struct SoakReport: Sendable {
     public var seed: UInt64
     public var figures: [(name: String, value: String)]
     public var violations: [String]
+
+    /// The issue's aims, judged: `aim soak ... : value, met|missed`. Slopes and the last tenth against the first
+    /// mean something only in a run of tens of minutes.
+    public var aims: [String] {
+        let figure = Dictionary(figures.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first })
+        func verdict(_ met: Bool?) -> String { met.map { $0 ? "met" : "missed" } ?? "not measured" }
+        func number(_ name: String) -> Double? {
+            figure[name].flatMap { Double($0.split(separator: " ").first ?? "") }
+        }
+        var aims = ["aim soak violations (0): \(violations.count), \(verdict(violations.isEmpty))"]
+        let rss = number("soak_rss_anon_mb_per_hour")
+        aims.append(
+            "aim soak RssAnon slope after the first tenth (< 1 MB/h): \(figure["soak_rss_anon_mb_per_hour"] ?? "n/a") MB/h, \(verdict(rss.map { $0 < 1 }))"
+        )
+        let fds = number("soak_fds_per_hour")
+        aims.append(
+            "aim soak descriptors after the first tenth (flat, |slope| < 1/h): \(figure["soak_fds_per_hour"] ?? "n/a")/h, \(verdict(fds.map { abs($0) < 1 }))"
+        )
+        let events = number("soak_store_events_max")
+        aims.append(
+            "aim soak store events within event_history (10,000): \(figure["soak_store_events_max"] ?? "n/a"), \(verdict(events.map { $0 <= 10_000 }))"
+        )
+        for kind in ["answer", "wake"] {
+            let first = number("soak_\(kind)_p99_ms_first_tenth")
+            let last = number("soak_\(kind)_p99_ms_last_tenth")
+            let met: Bool? = if let first, let last { last <= first } else { nil }
+            aims.append(
+                "aim soak \(kind) p99, last tenth no worse than the first: \(last.map { String(format: "%.2f", $0) } ?? "n/a") against \(first.map { String(format: "%.2f", $0) } ?? "n/a") ms, \(verdict(met))"
+            )
+        }
+        return aims
+    }
 }
 
 /// The state the wire watcher shares with the schedule.
@@ -78,7 +110,12 @@ private final class SoakShared: Sendable {
 public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String) -> Void) async throws
     -> SoakReport
 {
-    var random = SeededGenerator(seed: options.seed)
+    // Separate streams, so that a replay draws the same faults, the same actions and the same behaviour of each host
+    // however the timing of the run moves what happens between them.
+    var faultRandom = SeededGenerator(seed: options.seed ^ 0x5EED_FA17)
+    var actionRandom = SeededGenerator(seed: options.seed ^ 0x5EED_AC71)
+    var hostRandom = (0..<options.hosts).map { SeededGenerator(seed: options.seed &+ UInt64($0 + 1) &* 0x9E37_79B9) }
+    var idRandom = SeededGenerator(seed: options.seed ^ 0x5EED_1D5)
     say("seed \(options.seed) (SOAK_SEED=\(options.seed) replays this schedule)")
     let daemon = try SoakDaemon(lab: lab, daemonPath: options.daemonPath, ctlPath: options.ctlPath)
     let shared = SoakShared(hosts: options.hosts)
@@ -119,7 +156,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     func violation(_ text: String) {
         shared.model.withLock { $0.violations.append(text) }
     }
-    func uniform(_ low: Double, _ high: Double) -> Duration {
+    func uniform(_ low: Double, _ high: Double, _ random: inout SeededGenerator) -> Duration {
         .milliseconds(Int((low + (high - low) * Double(random.next() % 1_000_000) / 1_000_000) * 1000))
     }
 
@@ -132,7 +169,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
 
     /// Registers `host` with its sequence number; the granted lease, or nil without an answer in 2 s.
     func register(_ host: SoakModel.Host) throws -> UInt32? {
-        let id = UInt16(truncatingIfNeeded: random.next())
+        let id = UInt16(truncatingIfNeeded: idRandom.next())
         let bytes = ClientMessage.update(
             id: id, records: records(host), owner: OwnerOption(sequence: host.sequence, primaryMAC: host.mac),
             lease: UpdateLease(lease: options.lease))
@@ -200,16 +237,23 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     // A fault every SOAK_FAULT_SECONDS on average, spread evenly between half and one and a half times that.
     let start = soakNow()
     let end = start + .milliseconds(Int(options.minutes * 60_000))
-    var nextFault = start + uniform(0.5 * options.faultSeconds, 1.5 * options.faultSeconds)
+    var nextFault = start + uniform(0.5 * options.faultSeconds, 1.5 * options.faultSeconds, &faultRandom)
+    // Actions come as a Poisson process of SOAK_ACTIONS_PER_SECOND.
+    func actionGap() -> Duration {
+        let uniform = Double(actionRandom.next() % 1_000_000 + 1) / 1_000_001
+        return .microseconds(Int(-log(uniform) / options.actionsPerSecond * 1_000_000))
+    }
+    var nextAction = start + .seconds(5) + actionGap()
     // The hosts fall asleep over the first twenty seconds.
     shared.model.withLock { model in
-        for index in model.hosts.indices { model.hosts[index].due = start + uniform(0, 20) }
+        for index in model.hosts.indices { model.hosts[index].due = start + uniform(0, 20, &hostRandom[index]) }
     }
     var nextListingCheck = start + .seconds(5)
     var nextSample = start
     let tick = Duration.milliseconds(50)
     var lastReturn = Duration.zero
     var storeEventsMax = 0
+    var lastProgress = start
     // The lease end of each host asked to wake, for a wake that a fault may have lost.
     var heldLeaseEnd: [Int: Duration] = [:]
 
@@ -237,8 +281,8 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         // Faults, never within 2 s of a return: the release comes from an announcement nobody acknowledges, and a
         // proxy killed before it saw it would rightly hold the host again.
         if now >= nextFault, now - lastReturn > .seconds(2) {
-            nextFault = now + uniform(0.5 * options.faultSeconds, 1.5 * options.faultSeconds)
-            switch random.next() % 4 {
+            nextFault = now + uniform(0.5 * options.faultSeconds, 1.5 * options.faultSeconds, &faultRandom)
+            switch faultRandom.next() % 4 {
             case 0, 1:
                 try await daemon.reload()
                 count("reloads")
@@ -278,7 +322,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                         let leaseEnd = acknowledged + .seconds(Int(granted))
                         host.registeredOnce = true
                         host.state = .held(since: acknowledged, leaseEnd: leaseEnd)
-                        host.skipsRenewal = random.next() % 7 == 0
+                        host.skipsRenewal = hostRandom[index].next() % 7 == 0
                         host.due =
                             host.skipsRenewal ? leaseEnd : acknowledged + .milliseconds(Int(granted) * 800)
                         count("registrations")
@@ -310,12 +354,12 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                         host.firstMagic = nil
                         host.returnAt = nil
                         host.wakeUncertain = false
-                        host.due = now + uniform(5, 30)
+                        host.due = now + uniform(5, 30, &hostRandom[index])
                         lastReturn = soakNow()
                         count("returns")
                     } else if let first = host.firstMagic, host.returnAt == nil {
                         // Booting: back between half a second and two after the first magic packet.
-                        host.returnAt = first + uniform(0.5, 2)
+                        host.returnAt = first + uniform(0.5, 2, &hostRandom[index])
                     } else if host.firstMagic == nil, now - at > .seconds(10), daemonSettled(now, 10) {
                         if host.wakeUncertain {
                             // The request died with the daemon: the host sleeps on, held.
@@ -343,7 +387,8 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         }
 
         // Random actions on hosts in a steady state.
-        if daemonSettled(now), Double(random.next() % 1_000_000) / 1_000_000 < options.actionsPerSecond * 0.05 {
+        if now >= nextAction, daemonSettled(now) {
+            nextAction = now + actionGap()
             let snapshot = shared.model.withLock { $0.hosts }
             let held = snapshot.filter {
                 if case .held(let since, let leaseEnd) = $0.state {
@@ -361,8 +406,12 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 if case .held(let since, _) = $0.state { return now - since > .seconds(10) }
                 return false
             }
-            let roll = random.next() % 100
-            if roll < 55, let host = held.randomElement(using: &random) {
+            let roll = actionRandom.next() % 100
+            let pick = actionRandom.next()
+            func chosen(_ candidates: [SoakModel.Host]) -> SoakModel.Host? {
+                candidates.isEmpty ? nil : candidates[Int(pick % UInt64(candidates.count))]
+            }
+            if roll < 55, let host = chosen(held) {
                 count("queries")
                 if let answer = try ask(host, wait: .seconds(1)) {
                     answerLatencies.append((now, answer.latency))
@@ -372,12 +421,12 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 } else {
                     violation("\(host.name), held, was not answered within 1 s")
                 }
-            } else if roll < 65, let host = awake.randomElement(using: &random) {
+            } else if roll < 65, let host = chosen(awake) {
                 count("queries_for_awake")
                 if let answer = try ask(host, wait: .milliseconds(300)) {
                     violation("\(host.name), awake and let go, was answered for: \(answer.addresses)")
                 }
-            } else if roll < 77, let host = claimed.randomElement(using: &random) {
+            } else if roll < 77, let host = chosen(claimed) {
                 count("connections_to_registered_ports")
                 if case .held(_, let leaseEnd) = host.state { heldLeaseEnd[host.index] = leaseEnd }
                 shared.model.withLock { model in
@@ -386,10 +435,10 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                     model.hosts[host.index].firstMagic = nil
                 }
                 connect(host, port: 22)
-            } else if roll < 89, let host = claimed.randomElement(using: &random) {
+            } else if roll < 89, let host = chosen(claimed) {
                 count("connections_to_other_ports")
                 connect(host, port: 23)
-            } else if roll < 95, let host = held.randomElement(using: &random) {
+            } else if roll < 95, let host = chosen(held) {
                 count("manual_wakes")
                 if case .held(_, let leaseEnd) = host.state { heldLeaseEnd[host.index] = leaseEnd }
                 shared.model.withLock { model in
@@ -399,7 +448,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 }
                 let woken = try daemon.ctl(["wake", "\(host.mac)"])
                 if !woken.succeeded { violation("sleepproxyctl wake \(host.name) failed: \(woken)") }
-            } else if let host = held.randomElement(using: &random) {
+            } else if let host = chosen(held) {
                 count("forgets")
                 let forgotten = try daemon.ctl(["forget", "\(host.mac)"])
                 if !forgotten.succeeded { violation("sleepproxyctl forget \(host.name) failed: \(forgotten)") }
@@ -457,6 +506,15 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 pid: pid, generation: daemon.generation, stateDirectory: daemon.stateDirectory)
             {
                 samples.append(sample)
+                // Every five minutes, where things stand.
+                if sample.time - lastProgress >= .seconds(300) {
+                    lastProgress = sample.time
+                    let minutes = Int(seconds(sample.time - start) / 60)
+                    let events = counts.keys.sorted().map { "\($0) \(counts[$0] ?? 0)" }.joined(separator: ", ")
+                    say(
+                        "\(minutes) min: RssAnon \(sample.rssAnonKB / 1024) MB, RSS \(sample.rssKB / 1024) MB, \(sample.fds) descriptors, \(sample.threads) threads, store \(sample.storeBytes / 1024) KiB; \(events)"
+                    )
+                }
             }
         }
         try await Task.sleep(for: tick)

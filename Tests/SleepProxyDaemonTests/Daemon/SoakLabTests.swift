@@ -22,6 +22,7 @@ struct SoakLabTests {
             try await runSoak(options, in: lab) { print("soak: \($0)") }
         }
         for figure in report.figures { print("figure: \(figure.name): \(figure.value)") }
+        for aim in report.aims { print(aim) }
         #expect(report.violations.isEmpty, "SOAK_SEED=\(report.seed): \(report.violations.joined(separator: "; "))")
         // The schedule did what it is for: every kind of event happened.
         let figures = Dictionary(report.figures.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first })
