@@ -29,12 +29,14 @@ public struct SoakOptions: Sendable {
     public var actionsPerSecond: Double
     /// The mean time between faults, in seconds.
     public var faultSeconds: Double
+    /// How soon a held host's name must be answered.
+    public var answerWithin: Duration
     public var daemonPath: String
     public var ctlPath: String
 
     public init(
         minutes: Double, seed: UInt64, hosts: Int, lease: UInt32, actionsPerSecond: Double, faultSeconds: Double,
-        daemonPath: String, ctlPath: String
+        answerWithin: Duration = .seconds(1), daemonPath: String, ctlPath: String
     ) {
         self.minutes = minutes
         self.seed = seed
@@ -42,6 +44,7 @@ public struct SoakOptions: Sendable {
         self.lease = lease
         self.actionsPerSecond = actionsPerSecond
         self.faultSeconds = faultSeconds
+        self.answerWithin = answerWithin
         self.daemonPath = daemonPath
         self.ctlPath = ctlPath
     }
@@ -117,7 +120,8 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     var hostRandom = (0..<options.hosts).map { SeededGenerator(seed: options.seed &+ UInt64($0 + 1) &* 0x9E37_79B9) }
     var idRandom = SeededGenerator(seed: options.seed ^ 0x5EED_1D5)
     say("seed \(options.seed) (SOAK_SEED=\(options.seed) replays this schedule)")
-    let daemon = try SoakDaemon(lab: lab, daemonPath: options.daemonPath, ctlPath: options.ctlPath)
+    let daemon = try await SoakDaemon(
+        lab: lab, daemonPath: options.daemonPath, ctlPath: options.ctlPath, stateMegabytes: 32)
     let shared = SoakShared(hosts: options.hosts)
     let proxy = lab.host(.proxy)
     let proxyAddress = try requireAddress(proxy.ipv4)
@@ -254,6 +258,11 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     var lastReturn = Duration.zero
     var storeEventsMax = 0
     var lastProgress = start
+    // While the disk is full the store lags what the daemon holds, until the daemon says it caught up.
+    var diskFullUntil: Duration?
+    let caughtUp = "lease store: caught up with what is held"
+    var caughtUpBefore = 0
+    var storeChecksAfter: Duration? = start
     // The lease end of each host asked to wake, for a wake that a fault may have lost.
     var heldLeaseEnd: [Int: Duration] = [:]
 
@@ -262,27 +271,42 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         return now - up > .seconds(seconds)
     }
 
-    while soakNow() < end {
-        if let first = shared.model.withLock({ $0.violations.first }) {
-            say("violation: \(first)")
-            // What the daemon said of the host, for whoever replays the seed.
-            let log = daemon.process?.stderr ?? ""
-            let names = shared.model.withLock { $0.hosts.map { ($0.name, "\($0.mac)") } }
-            if let (name, mac) = names.first(where: { first.contains($0.0 + " ") || first.contains($0.0 + ",") }) {
-                let lines = log.split(separator: "\n").filter {
-                    $0.contains(name + ".") || $0.lowercased().contains(mac.lowercased())
-                }
-                for line in lines.suffix(20) { say("daemon: \(line)") }
+    /// The first violation and what the daemon said of its host then, for whoever replays the seed.
+    func tellFirstViolation() -> Bool {
+        guard let first = shared.model.withLock({ $0.violations.first }) else { return false }
+        say("violation at \(SoakModel.text(soakNow())): \(first)")
+        let log = daemon.process?.stderr ?? ""
+        let names = shared.model.withLock { $0.hosts.map { ($0.name, "\($0.mac)") } }
+        if let (name, mac) = names.first(where: { first.contains($0.0 + " ") || first.contains($0.0 + ",") }) {
+            let lines = log.split(separator: "\n").filter {
+                $0.contains(name + ".") || $0.lowercased().contains(mac.lowercased())
             }
+            for line in lines.suffix(20) { say("daemon: \(line)") }
+        }
+        for line in log.split(separator: "\n").suffix(15) { say("daemon (last lines): \(line)") }
+        return true
+    }
+
+    var told = false
+    while soakNow() < end {
+        if tellFirstViolation() {
+            told = true
             break
         }
-        let now = soakNow()
+        var now = soakNow()
 
         // Faults, never within 2 s of a return: the release comes from an announcement nobody acknowledges, and a
         // proxy killed before it saw it would rightly hold the host again.
-        if now >= nextFault, now - lastReturn > .seconds(2) {
+        if let until = diskFullUntil, now >= until {
+            try daemon.freeDisk()
+            diskFullUntil = nil
+            caughtUpBefore = SoakDaemon.count(caughtUp, in: daemon.process?.stderr ?? "")
+            storeChecksAfter = now + .seconds(30)
+            say("disk freed")
+        }
+        if now >= nextFault, now - lastReturn > .seconds(2), diskFullUntil == nil {
             nextFault = now + uniform(0.5 * options.faultSeconds, 1.5 * options.faultSeconds, &faultRandom)
-            switch faultRandom.next() % 4 {
+            switch faultRandom.next() % 5 {
             case 0, 1:
                 try await daemon.reload()
                 count("reloads")
@@ -292,11 +316,19 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 try await daemon.start()
                 count("restarts")
                 say("restart (SIGTERM): stopped in \(took)")
-            default:
+            case 3:
                 _ = try await daemon.stop(SIGKILL)
                 try await daemon.start()
                 count("crashes")
                 say("crash (SIGKILL) and start")
+            default:
+                // The state directory full for a while: registrations go unacknowledged, what is held stays held.
+                try daemon.fillDisk()
+                let length = uniform(10, 30, &faultRandom)
+                diskFullUntil = now + length
+                storeChecksAfter = nil
+                count("disk_full")
+                say("disk full for \(length)")
             }
             shared.model.withLock { model in
                 for index in model.hosts.indices {
@@ -310,7 +342,8 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
 
         // What each host does on its own: sleep (register), renew, let its lease run out, return after a wake.
         if daemonSettled(now, 1) {
-            for index in 0..<options.hosts {
+            // Unacknowledged registrations (a full disk) each wait their 2 s: the rest waits for the next round.
+            for index in 0..<options.hosts where soakNow() - now < .seconds(1) {
                 var host = shared.model.withLock { $0.hosts[index] }
                 let before = host
                 switch host.state {
@@ -321,6 +354,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                         let acknowledged = soakNow()
                         let leaseEnd = acknowledged + .seconds(Int(granted))
                         host.registeredOnce = true
+                        host.registrationPending = false
                         host.state = .held(since: acknowledged, leaseEnd: leaseEnd)
                         host.skipsRenewal = hostRandom[index].next() % 7 == 0
                         host.due =
@@ -329,6 +363,11 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                     } else {
                         if case .awake = before.state {} else { host.sequence = before.sequence }
                         host.due = now + .seconds(2)
+                        // Unacknowledged (a full disk): the daemon may hold it all the same, and wake it when that
+                        // lease ends.
+                        host.registrationPending = true
+                        host.wakeAllowedUntil = max(
+                            host.wakeAllowedUntil, now + .seconds(Int(options.lease)) + .seconds(60))
                     }
                 case .held(let since, let leaseEnd):
                     guard now >= host.due else { break }
@@ -386,7 +425,8 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             }
         }
 
-        // Random actions on hosts in a steady state.
+        // Random actions on hosts in a steady state, judged by the time now.
+        now = soakNow()
         if now >= nextAction, daemonSettled(now) {
             nextAction = now + actionGap()
             let snapshot = shared.model.withLock { $0.hosts }
@@ -413,13 +453,13 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             }
             if roll < 55, let host = chosen(held) {
                 count("queries")
-                if let answer = try ask(host, wait: .seconds(1)) {
+                if let answer = try ask(host, wait: options.answerWithin) {
                     answerLatencies.append((now, answer.latency))
                     if !answer.addresses.contains(host.ipv4) {
                         violation("\(host.name) answered with \(answer.addresses), not \(host.ipv4)")
                     }
                 } else {
-                    violation("\(host.name), held, was not answered within 1 s")
+                    violation("\(host.name), held, was not answered within \(options.answerWithin)")
                 }
             } else if roll < 65, let host = chosen(awake) {
                 count("queries_for_awake")
@@ -478,7 +518,15 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 }
                 count("listing_checks")
                 // The store, read as another process reads it, agrees for the same hosts.
-                if let store = SoakStore.read(directory: daemon.stateDirectory) {
+                // After a full disk, the store is judged again once the daemon says it caught up (or 30 s on).
+                if let after = storeChecksAfter, after > now,
+                    SoakDaemon.count(caughtUp, in: daemon.process?.stderr ?? "") > caughtUpBefore
+                {
+                    storeChecksAfter = now
+                }
+                if let after = storeChecksAfter, now >= after,
+                    let store = SoakStore.read(directory: daemon.stateDirectoryHere)
+                {
                     for index in expected.listed where !store.owners.contains("\(snapshot[index].mac)".lowercased()) {
                         violation(
                             "\(snapshot[index].name) is listed by sleepproxyctl but not in the lease store, yet it is \(SoakModel.describe(snapshot[index].state))"
@@ -503,7 +551,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         if now >= nextSample, let pid = daemon.process?.pid {
             nextSample = now + .seconds(10)
             if let sample = SoakSample.take(
-                pid: pid, generation: daemon.generation, stateDirectory: daemon.stateDirectory)
+                pid: pid, generation: daemon.generation, stateDirectory: daemon.stateDirectoryHere)
             {
                 samples.append(sample)
                 // Every five minutes, where things stand.
@@ -519,6 +567,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         }
         try await Task.sleep(for: tick)
     }
+    if !told { _ = tellFirstViolation() }
     _ = try await daemon.stop(SIGTERM)
     watcher.cancel()
 

@@ -9,6 +9,10 @@ import TestLab
 
 /// The daemon under soak in the lab's proxy host, started, reloaded, stopped and killed as the schedule says, with
 /// its lease store kept across every start; and `sleepproxyctl` against it.
+///
+/// The state directory is a small tmpfs that the schedule fills to ENOSPC for a while. It is mounted in a mount
+/// namespace of its own, held by a keeper process, and every start of the daemon enters it: the machine's own mount
+/// table never sees it, and it outlives each daemon. The test reads it through `/proc/KEEPER/root`.
 final class SoakDaemon {
     let lab: Lab
     let daemonPath: String
@@ -22,7 +26,10 @@ final class SoakDaemon {
     /// When the current process answered `sleepproxyctl status` first (Unix time), nil while it is down.
     private(set) var upSince: Duration?
     private var configuration = 0
-    private var reloadsLogged = 0
+    /// The process whose mount namespace holds the state directory's tmpfs.
+    private let keeper: LabProcess
+    /// The state directory as this process reaches it.
+    let stateDirectoryHere: String
 
     /// The two configurations a reload alternates between: other limits, another wake policy, another log level.
     static let configurations = [
@@ -40,14 +47,48 @@ final class SoakDaemon {
         """,
     ]
 
-    init(lab: Lab, daemonPath: String, ctlPath: String) throws {
+    init(lab: Lab, daemonPath: String, ctlPath: String, stateMegabytes: Int) async throws {
         self.lab = lab
         self.daemonPath = daemonPath
         self.ctlPath = ctlPath
-        stateDirectory = lab.workDirectory + "/soak-state"
+        let stateDirectory = lab.workDirectory + "/soak-state"
+        self.stateDirectory = stateDirectory
         socket = lab.workDirectory + "/soak-control.sock"
         configPath = lab.workDirectory + "/soak.toml"
         try Self.configurations[0].write(toFile: configPath, atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: false)
+        let keeper = try lab.spawn(
+            .proxy,
+            [
+                "unshare", "--mount", "--propagation", "private", "sh", "-c",
+                "mount -t tmpfs -o size=\(stateMegabytes)m,mode=0700 soak-state \"$0\" && exec sleep infinity",
+                stateDirectory,
+            ])
+        self.keeper = keeper
+        stateDirectoryHere = "/proc/\(keeper.pid)/root" + stateDirectory
+        _ = try await eventually("the state directory's tmpfs", within: .seconds(10)) { () -> Bool? in
+            if keeper.hasExited { throw LabError("the state directory's tmpfs: \(keeper.stderr)") }
+            let mounted = try Lab.runInTestNamespace(
+                ["nsenter", "-t", String(keeper.pid), "-m", "--", "findmnt", "-n", "-o", "FSTYPE", stateDirectory])
+            return mounted.stdout == "tmpfs\n" ? true : nil
+        }
+    }
+
+    /// Fills the state directory's file system until it has no space left.
+    func fillDisk() throws {
+        let fill = try Lab.runInTestNamespace(
+            [
+                "nsenter", "-t", String(keeper.pid), "-m", "--", "dd", "if=/dev/zero", "of=\(stateDirectory)/filler",
+                "bs=64k",
+            ], timeout: .seconds(60))
+        guard fill.stderr.contains("No space left on device") else { throw LabError("filling the disk: \(fill)") }
+    }
+
+    /// Frees what ``fillDisk()`` took.
+    func freeDisk() throws {
+        let removed = try Lab.runInTestNamespace(
+            ["nsenter", "-t", String(keeper.pid), "-m", "--", "rm", "-f", "\(stateDirectory)/filler"])
+        guard removed.succeeded else { throw LabError("freeing the disk: \(removed)") }
     }
 
     /// Starts it and waits until `sleepproxyctl status` answers.
@@ -56,11 +97,10 @@ final class SoakDaemon {
         let started = try lab.spawn(
             .proxy,
             [
-                daemonPath, "--interface", "eth0", "--state-dir", stateDirectory, "--control-socket", socket,
-                "--config", configPath,
+                "nsenter", "-t", String(keeper.pid), "-m", "--", daemonPath, "--interface", "eth0", "--state-dir",
+                stateDirectory, "--control-socket", socket, "--config", configPath,
             ])
         process = started
-        reloadsLogged = 0
         _ = try await eventually("sleepproxyd start \(generation)", within: .seconds(20)) { () -> Bool? in
             if started.hasExited { throw LabError("sleepproxyd exited at start: \(started.stderr)") }
             return (try? self.ctl(["status"]))?.succeeded == true ? true : nil

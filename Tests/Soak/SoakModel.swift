@@ -40,6 +40,9 @@ struct SoakModel: Sendable {
         /// A stop or a crash came after the wake was asked for and before its first magic packet: whether the
         /// daemon had taken the request in (it then goes on with the wake after the start) cannot be known.
         var wakeUncertain = false
+        /// A registration went unacknowledged (the disk was full): the daemon holds such a registration without
+        /// saying so, and the host is judged again once one is acknowledged.
+        var registrationPending = false
     }
 
     var hosts: [Host]
@@ -84,7 +87,7 @@ struct SoakModel: Sendable {
     func expectations(at now: Duration) -> (listed: [Int], notListed: [Int]) {
         var listed: [Int] = []
         var notListed: [Int] = []
-        for host in hosts {
+        for host in hosts where !host.registrationPending {
             switch host.state {
             case .held(let since, let leaseEnd):
                 if now - since > .seconds(1), leaseEnd - now > .seconds(3) { listed.append(host.index) }
