@@ -260,6 +260,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     var lastProgress = start
     // While the disk is full the store lags what the daemon holds, until the daemon says it caught up.
     var diskFullUntil: Duration?
+    var diskFreedAt: Duration?
     let caughtUp = "lease store: caught up with what is held"
     var caughtUpBefore = 0
     var storeChecksAfter: Duration? = start
@@ -300,6 +301,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         if let until = diskFullUntil, now >= until {
             try daemon.freeDisk()
             diskFullUntil = nil
+            diskFreedAt = now
             caughtUpBefore = SoakDaemon.count(caughtUp, in: daemon.process?.stderr ?? "")
             storeChecksAfter = now + .seconds(30)
             say("disk freed")
@@ -378,11 +380,16 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                         count("expiries")
                     } else if let granted = try register(host) {
                         let acknowledged = soakNow()
+                        host.registrationPending = false
                         host.state = .held(since: since, leaseEnd: acknowledged + .seconds(Int(granted)))
                         host.due = acknowledged + .milliseconds(Int(granted) * 800)
                         count("renewals")
                     } else {
                         host.due = now + .seconds(1)
+                        // An unacknowledged renewal may still have extended the lease in the daemon.
+                        host.registrationPending = true
+                        host.wakeAllowedUntil = max(
+                            host.wakeAllowedUntil, now + .seconds(Int(options.lease)) + .seconds(60))
                     }
                 case .waking(let at, let trigger):
                     if let returnAt = host.returnAt, now >= returnAt {
@@ -425,18 +432,35 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             }
         }
 
+        // Space back for 30 s: every registration unacknowledged meanwhile has been acknowledged since.
+        if diskFullUntil == nil, let freed = diskFreedAt, now - freed > .seconds(30), daemonSettled(now, 30) {
+            // Hosts that retry every second or two; one whose lease ran out meanwhile sleeps again only later.
+            let stuck = shared.model.withLock { model in
+                model.hosts.filter { host in
+                    if case .expired = host.state { return false }
+                    return host.registrationPending
+                }.map(\.name)
+            }
+            if !stuck.isEmpty {
+                violation(
+                    "registrations of \(stuck.joined(separator: ", ")) still unacknowledged 30 s after space returned")
+            }
+        }
+
         // Random actions on hosts in a steady state, judged by the time now.
         now = soakNow()
         if now >= nextAction, daemonSettled(now) {
             nextAction = now + actionGap()
             let snapshot = shared.model.withLock { $0.hosts }
             let held = snapshot.filter {
+                guard !$0.registrationPending else { return false }
                 if case .held(let since, let leaseEnd) = $0.state {
                     return now - since > .seconds(2) && leaseEnd - now > .seconds(6)
                 }
                 return false
             }
             let awake = snapshot.filter {
+                guard !$0.registrationPending else { return false }
                 if case .awake(let since) = $0.state { return $0.registeredOnce && now - since > .seconds(8) }
                 return false
             }
