@@ -184,7 +184,7 @@ let package = Package(
         .target(
             name: "Soak",
             dependencies: [
-                "CaptureStream", "CSQLite", "DNSWire", "FixtureSupport", "Frames", "NetworkAddresses", "NetworkIO",
+                "CaptureStream", "DNSWire", "FixtureSupport", "Frames", "NetworkAddresses", "NetworkIO",
                 "SleepProxyControl", "SleepProxyCore", "SleepProxyDaemon", "TestLab",
             ],
             path: "Tests/Soak",

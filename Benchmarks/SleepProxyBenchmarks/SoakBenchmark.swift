@@ -13,6 +13,11 @@ func runSoakBenchmark() async throws {
         print("soak skipped: \(reason)")
         return
     }
+    let missing = Lab.missingTools(soakTools)
+    guard missing.isEmpty else {
+        print("soak skipped: missing \(missing.joined(separator: ", ")) (scripts/install-mdns-test-tools.sh)")
+        return
+    }
     let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     let daemonPath = directory.appendingPathComponent("sleepproxyd").path
     let ctlPath = directory.appendingPathComponent("sleepproxyctl").path

@@ -6,7 +6,6 @@ import Frames
 import NetworkAddresses
 import NetworkIO
 import SleepProxyControl
-import SleepProxyCore
 import SleepProxyDaemon
 import Synchronization
 public import TestLab
@@ -62,6 +61,11 @@ public struct SoakOptions: Sendable {
     }
 }
 
+/// The programs a soak runs in the lab besides the daemon and `sleepproxyctl`.
+public let soakTools = [
+    "nc", "python3", "nsenter", "avahi-daemon", "dbus-daemon", "avahi-resolve", "avahi-browse",
+]
+
 /// What a soak saw: its figures (`soak_...` names and values, in order) and every violation of an invariant.
 public struct SoakReport: Sendable {
     public var seed: UInt64
@@ -101,10 +105,21 @@ public struct SoakReport: Sendable {
     }
 }
 
-/// The state the wire watcher shares with the schedule.
+/// The state the wire watchers and the background jobs share with the schedule.
 private final class SoakShared: Sendable {
     let model: Mutex<SoakModel>
+    /// The proxy's answers the waker heard.
+    let heard = SoakAnswersHeard()
+    /// Events counted by background jobs, added to the schedule's own.
+    let counts = Mutex<[String: Int]>([:])
+    /// avahi tools running now.
+    let avahiJobs = Mutex(0)
+    /// When the last fault (a reload, a stop, a crash, a full disk) began: a job that spans one is not judged.
+    let lastFault = Mutex(Duration.zero)
     init(hosts: Int) { model = Mutex(SoakModel(count: hosts)) }
+
+    func count(_ kind: String, _ amount: Int = 1) { counts.withLock { $0[kind, default: 0] += amount } }
+    func violation(_ text: String) { model.withLock { $0.violations.append(text) } }
 }
 
 /// Runs the soak in `lab`: the daemon in the proxy host, the hosts' registrations and returns from the sleeper's
@@ -135,10 +150,37 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     try wire.setFilter("ether proto 0x0842 or udp port 9")
     let querier = try lab.withNamespace(.waker) { try DatagramSocket(family: .ipv4, interface: "eth0", port: 0) }
     defer { querier.close() }
+    guard let proxyMAC = MACAddress(proxy.macString), let wakerMAC = MACAddress(lab.host(.waker).macString),
+        case .v4(let proxyIPv4) = proxyAddress, let wakerIPv4 = IPv4Address(lab.host(.waker).ipv4)
+    else { throw LabError("the lab's addresses") }
+    // The waker hears the proxy's answers, multicast and unicast, and asks as a full mDNS querier from port 5353.
+    let wakerWire = try lab.withNamespace(.waker) { try CaptureStream(interface: "eth0") }
+    defer { wakerWire.close() }
+    try wakerWire.setFilter("udp src port 5353 and ether src \(proxy.macString)")
+    // A real querier beside: avahi-daemon in the waker, asked through avahi-resolve and avahi-browse. Its log must
+    // show no conflict.
+    let avahi = try await lab.startAvahi(on: .waker, hostName: "soakwaker")
+    defer { avahi.stop(graceful: true) }
+    // A hostile sender on a host of its own, at a modest rate throughout: malformed and forged mDNS, registration
+    // datagrams, SYNs and ARP for three decoys of its own and for addresses nobody holds.
+    let hostile = try lab.addHost("hostile", number: 90)
+    let decoys = (0..<3).map { number -> FloodTarget in
+        let name = "decoy\(number)"
+        let address = IPv4Address(bytes: [10, 77, 0, UInt8(50 + number)])!
+        let mac = MACAddress(bytes: [0x02, 0xDE, 0x00, 0x00, 0x00, UInt8(number)])!
+        let registration = ClientMessage.update(
+            id: UInt16(0xDE00 + number), records: ClientMessage.host(named: name, address: .v4(address)),
+            owner: OwnerOption(sequence: 1, primaryMAC: mac), lease: UpdateLease(lease: 60))
+        return FloodTarget(
+            hostLabels: [name, "local"], instanceLabels: [name, "_ssh", "_tcp", "local"],
+            serviceLabels: ["_ssh", "_tcp", "local"], ipv4: "\(address)", ipv6: nil, ownerMAC: "\(mac)",
+            ownerSequence: 1, registration: registration)
+    }
 
     let watcher = Task {
         for await frame in wire.frames {
-            guard let parsed = try? EthernetFrame(parsing: frame.bytes),
+            // The proxy's magic packets; the waker's own, sent for the test, are judged where they are sent.
+            guard let parsed = try? EthernetFrame(parsing: frame.bytes), parsed.header.source == proxyMAC,
                 let target = parsed.magicPacket?.target ?? parsed.udp?.magicPacket?.target
             else { continue }
             shared.model.withLock { model in
@@ -149,8 +191,45 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         }
     }
     defer { watcher.cancel() }
+    let answerWatcher = Task {
+        for await frame in wakerWire.frames {
+            guard let parsed = try? EthernetFrame(parsing: frame.bytes),
+                let answers = SoakWire.answers(in: parsed, from: proxyMAC)
+            else { continue }
+            for record in answers.records where record.index < options.hosts {
+                shared.heard.add(
+                    record.index,
+                    .init(time: frame.timestamp, address: record.address, multicast: answers.multicast))
+                if let violation = shared.model.withLock({
+                    $0.answered(record.index, address: record.address, at: frame.timestamp)
+                }) {
+                    shared.violation(violation)
+                }
+            }
+        }
+    }
+    defer { answerWatcher.cancel() }
 
     try await daemon.start()
+    let hostileEnd = soakNow() + .milliseconds(Int(options.minutes * 60_000))
+    let hostileSender = Task {
+        var round = 0
+        while !Task.isCancelled, hostileEnd - soakNow() > .seconds(5) {
+            let plan = FloodPlan(
+                framesPerSecond: 50, seconds: min(30, seconds(hostileEnd - soakNow())),
+                seed: Int(options.seed % 1_000_000) + round, targets: decoys,
+                unheldIPv4: (60..<100).map { "10.77.0.\($0)" })
+            round += 1
+            do {
+                let report = try await hostile.runFlood(plan, proxy: proxy, workDirectory: lab.workDirectory)
+                shared.count("hostile_frames", report.sent)
+            } catch {
+                if !Task.isCancelled { shared.violation("the hostile sender failed: \(error)") }
+                return
+            }
+        }
+    }
+    defer { hostileSender.cancel() }
     var counts: [String: Int] = [:]
     func count(_ kind: String) { counts[kind, default: 0] += 1 }
     var samples: [SoakSample] = []
@@ -164,11 +243,22 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         .milliseconds(Int((low + (high - low) * Double(random.next() % 1_000_000) / 1_000_000) * 1000))
     }
 
-    /// The host's records: its name's A, the reverse mapping, an ssh service on port 22.
+    /// The host's records: its name's A, the reverse mapping, an ssh service on port 22, and for every third
+    /// host Apple Remote Desktop's UDP service on port 3283.
     func records(_ host: SoakModel.Host) -> [DNSRecord] {
-        ClientMessage.host(
-            try! DNSName(labels: [host.name, "local"]), address: .v4(host.ipv4),
-            instance: try! DNSName(labels: [host.name, "_ssh", "_tcp", "local"]), servicesEntry: true)
+        let name = try! DNSName(labels: [host.name, "local"])
+        var records = ClientMessage.host(
+            name, address: .v4(host.ipv4), instance: try! DNSName(labels: [host.name, "_ssh", "_tcp", "local"]),
+            servicesEntry: true)
+        if host.offersUDPService {
+            let instance = try! DNSName(labels: [host.name, "_net-assistant", "_udp", "local"])
+            records += [
+                DNSRecord(name: instance, ttl: 120, cacheFlush: true, rdata: .srv(SRVData(port: 3283, target: name))),
+                DNSRecord(name: instance, ttl: 4500, cacheFlush: true, rdata: .txt(try! TXTData([""]))),
+                DNSRecord(name: "_net-assistant._udp.local.", ttl: 4500, rdata: .ptr(instance)),
+            ]
+        }
+        return records
     }
 
     /// Registers `host` with its sequence number; the granted lease, or nil without an answer in 2 s.
@@ -229,6 +319,86 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             return (addresses, ContinuousClock.now - started)
         }
         return nil
+    }
+
+    /// A question from the waker's port 5353, asked as `asking`; how long until the proxy's answer was heard, or nil
+    /// without one within `answerWithin`.
+    func askOnWire(_ host: SoakModel.Host, _ asking: SoakWire.Asking) async throws -> Duration? {
+        let sent = soakNow()
+        try wakerWire.inject(
+            SoakWire.question(
+                try DNSName(labels: [host.name, "local"]), asking: asking, source: (wakerMAC, wakerIPv4),
+                proxy: (proxyMAC, proxyIPv4)))
+        let deadline = ContinuousClock.now + options.answerWithin
+        while ContinuousClock.now < deadline {
+            let multicastSince: Duration? = asking == .multicast ? sent - .seconds(1) : nil
+            if let heard = shared.heard.first(host.index, since: sent, multicastSince: multicastSince) {
+                return max(heard.time - sent, .zero)
+            }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        return nil
+    }
+
+    /// Whether `host` has been held since `since` throughout a job that began at `began`, with no fault meanwhile:
+    /// only then is the job's result judged.
+    @Sendable func heldThroughout(_ index: Int, since: Duration, began: Duration) -> Bool {
+        guard shared.lastFault.withLock({ $0 }) < began - .seconds(5) else { return false }
+        return shared.model.withLock { model in
+            let host = model.hosts[index]
+            guard !host.registrationPending, case .held(let now, let leaseEnd) = host.state, now == since else {
+                return false
+            }
+            return leaseEnd - soakNow() > .seconds(3)
+        }
+    }
+
+    /// avahi-resolve of a held host's name, in the background: it must give the host's address.
+    func avahiResolve(_ host: SoakModel.Host) {
+        guard case .held(let since, _) = host.state else { return }
+        shared.avahiJobs.withLock { $0 += 1 }
+        let began = soakNow()
+        Task.detached {
+            defer { shared.avahiJobs.withLock { $0 -= 1 } }
+            let result = try? await avahi.run(
+                ["avahi-resolve", "-4", "--name", "\(host.name).local"], timeout: .seconds(20))
+            guard heldThroughout(host.index, since: since, began: began) else { return }
+            shared.count("avahi_resolves_judged")
+            guard let result, result.stdout.contains("\(host.name).local\t\(host.ipv4)") else {
+                shared.violation(
+                    "avahi-resolve of \(host.name).local, held throughout, did not give \(host.ipv4): \(result.map { "\($0)" } ?? "no result")"
+                )
+                return
+            }
+        }
+    }
+
+    /// avahi-browse of the ssh services, resolved, in the background: every host held throughout must be found
+    /// with its address and port.
+    func avahiBrowse(_ held: [SoakModel.Host]) {
+        shared.avahiJobs.withLock { $0 += 1 }
+        let began = soakNow()
+        Task.detached {
+            defer { shared.avahiJobs.withLock { $0 -= 1 } }
+            let result = try? await avahi.run(
+                ["avahi-browse", "--resolve", "--parsable", "--terminate", "--no-db-lookup", "_ssh._tcp"],
+                timeout: .seconds(60))
+            let entries = AvahiBrowseEntry.parse(result?.stdout ?? "").filter { $0.event == .resolved }
+            var judged = 0
+            for host in held {
+                guard case .held(let since, _) = host.state, heldThroughout(host.index, since: since, began: began)
+                else { continue }
+                judged += 1
+                if !entries.contains(where: {
+                    $0.name == host.name && $0.address == "\(host.ipv4)" && $0.port == 22
+                }) {
+                    shared.violation(
+                        "avahi-browse of _ssh._tcp did not find \(host.name), held throughout, at \(host.ipv4) port 22 (\(entries.count) found)"
+                    )
+                }
+            }
+            shared.count("avahi_browse_hosts_judged", judged)
+        }
     }
 
     /// A connection attempt from the waker's own TCP stack (it sends SYNs, the proxy answers none), in the
@@ -308,6 +478,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         }
         if now >= nextFault, now - lastReturn > .seconds(2), diskFullUntil == nil {
             nextFault = now + uniform(0.5 * options.faultSeconds, 1.5 * options.faultSeconds, &faultRandom)
+            shared.lastFault.withLock { $0 = now }
             switch faultRandom.next() % 5 {
             case 0, 1:
                 try await daemon.reload()
@@ -352,6 +523,8 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 case .awake, .forgotten, .expired:
                     guard now >= host.due else { break }
                     if case .awake = host.state {} else { host.sequence &+= 1 }
+                    // The proxy holds it, and answers for it, before the acknowledgement arrives.
+                    shared.model.withLock { $0.hosts[index].registrationPending = true }
                     if let granted = try register(host) {
                         let acknowledged = soakNow()
                         let leaseEnd = acknowledged + .seconds(Int(granted))
@@ -475,7 +648,20 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             func chosen(_ candidates: [SoakModel.Host]) -> SoakModel.Host? {
                 candidates.isEmpty ? nil : candidates[Int(pick % UInt64(candidates.count))]
             }
-            if roll < 55, let host = chosen(held) {
+            /// The host is to be woken by the proxy for `trigger`, within 10 s.
+            func expectWake(_ host: SoakModel.Host, for trigger: String) {
+                if case .held(_, let leaseEnd) = host.state { heldLeaseEnd[host.index] = leaseEnd }
+                shared.model.withLock { model in
+                    model.hosts[host.index].state = .waking(at: soakNow(), trigger: trigger)
+                    model.hosts[host.index].wakeAllowedUntil = soakNow() + .seconds(3_600)
+                    model.hosts[host.index].firstMagic = nil
+                }
+            }
+            // Addresses are taken over again a few seconds after a start.
+            let claimedNow = daemonSettled(now, 10) ? claimed : []
+            switch roll {
+            case 0..<30:
+                guard let host = chosen(held) else { break }
                 count("queries")
                 if let answer = try ask(host, wait: options.answerWithin) {
                     answerLatencies.append((now, answer.latency))
@@ -485,34 +671,105 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 } else {
                     violation("\(host.name), held, was not answered within \(options.answerWithin)")
                 }
-            } else if roll < 65, let host = chosen(awake) {
+            case 30..<48:
+                // A full querier's questions: multicast (QM), multicast asking for a unicast answer (QU), and
+                // unicast to the proxy (unicast assist).
+                guard let host = chosen(held) else { break }
+                let asking: SoakWire.Asking = roll < 38 ? .multicast : roll < 43 ? .unicastResponse : .unicastAssist
+                count("queries_\(asking.rawValue)")
+                if let latency = try await askOnWire(host, asking) {
+                    answerLatencies.append((now, latency))
+                } else {
+                    violation(
+                        "\(host.name), held, was not answered within \(options.answerWithin) of a \(asking.rawValue) question"
+                    )
+                }
+            case 48..<56:
+                guard let host = chosen(awake) else { break }
                 count("queries_for_awake")
                 if let answer = try ask(host, wait: .milliseconds(300)) {
                     violation("\(host.name), awake and let go, was answered for: \(answer.addresses)")
                 }
-            } else if roll < 77, let host = chosen(claimed) {
+            case 56..<62:
+                guard let host = chosen(held), shared.avahiJobs.withLock({ $0 }) < 3 else { break }
+                count("avahi_resolves")
+                avahiResolve(host)
+            case 62:
+                guard shared.avahiJobs.withLock({ $0 }) < 3 else { break }
+                count("avahi_browses")
+                avahiBrowse(
+                    held.filter { host in
+                        if case .held(let since, let leaseEnd) = host.state {
+                            return now - since > .seconds(10) && leaseEnd - now > .seconds(10)
+                        }
+                        return false
+                    })
+            case 63..<72:
+                guard let host = chosen(claimedNow) else { break }
                 count("connections_to_registered_ports")
-                if case .held(_, let leaseEnd) = host.state { heldLeaseEnd[host.index] = leaseEnd }
-                shared.model.withLock { model in
-                    model.hosts[host.index].state = .waking(at: soakNow(), trigger: "a SYN to port 22")
-                    model.hosts[host.index].wakeAllowedUntil = soakNow() + .seconds(3_600)
-                    model.hosts[host.index].firstMagic = nil
-                }
+                expectWake(host, for: "a SYN to port 22")
                 connect(host, port: 22)
-            } else if roll < 89, let host = chosen(claimed) {
+            case 72..<77:
+                guard let host = chosen(claimedNow) else { break }
                 count("connections_to_other_ports")
                 connect(host, port: 23)
-            } else if roll < 95, let host = chosen(held) {
-                count("manual_wakes")
-                if case .held(_, let leaseEnd) = host.state { heldLeaseEnd[host.index] = leaseEnd }
+            case 77..<80:
+                // Apple Remote Desktop: its wake datagram wakes a host that offers it; a console's poll to the same
+                // port does not (PROTOCOL.md, mDNS.c `mDNSCoreReceiveRawTransportPacket`).
+                guard let host = chosen(claimedNow.filter(\.offersUDPService)) else { break }
+                let wakes = roll == 77
+                count(wakes ? "remote_desktop_wakes" : "remote_desktop_polls")
+                if wakes { expectWake(host, for: "Apple Remote Desktop's wake datagram") }
+                try querier.send(
+                    wakes ? [0x13, 0x88] + [UInt8](repeating: 0, count: 108) : [0x13, 0x89, 0, 0],
+                    to: Endpoint(address: .v4(host.ipv4), port: 3283), scopeID: 0, from: .v4(wakerIPv4),
+                    interfaceIndex: 0)
+            case 80..<83:
+                guard let host = chosen(claimedNow) else { break }
+                count("datagrams_to_other_ports")
+                try querier.send(
+                    Array("soak".utf8), to: Endpoint(address: .v4(host.ipv4), port: 5000), scopeID: 0,
+                    from: .v4(wakerIPv4), interfaceIndex: 0)
+            case 83..<85:
+                // A magic packet to the address the proxy holds reaches the proxy, not the host, which wakes the host
+                // for it as a phone app that cannot broadcast meant.
+                guard let host = chosen(claimedNow) else { break }
+                count("magic_packets_to_held_addresses")
+                expectWake(host, for: "a magic packet to its held address")
+                try querier.send(
+                    MagicPacket(target: host.mac).bytes, to: Endpoint(address: .v4(host.ipv4), port: 9), scopeID: 0,
+                    from: .v4(wakerIPv4), interfaceIndex: 0)
+            case 85..<87:
+                // A magic packet broadcast by another machine wakes the host itself; it comes back as after any
+                // wake, and the proxy must let it go and send it nothing.
+                guard let host = chosen(held) else { break }
+                count("magic_packets_from_others")
+                let at = soakNow()
                 shared.model.withLock { model in
-                    model.hosts[host.index].state = .waking(at: soakNow(), trigger: "sleepproxyctl wake")
-                    model.hosts[host.index].wakeAllowedUntil = soakNow() + .seconds(3_600)
-                    model.hosts[host.index].firstMagic = nil
+                    model.hosts[host.index].state = .waking(at: at, trigger: "a magic packet from the waker")
+                    model.hosts[host.index].firstMagic = at
+                    model.hosts[host.index].wakeAllowedUntil = at
                 }
+                try wakerWire.inject(
+                    EthernetFrame.wakeOnLAN(MagicPacket(target: host.mac), source: wakerMAC, destination: .broadcast)
+                        .paddedToMinimumLength().serialized())
+            case 87..<89:
+                // Another machine claims a held address: the proxy wakes the host to defend it (PROTOCOL.md 3.2).
+                guard let host = chosen(claimedNow) else { break }
+                count("address_conflicts")
+                expectWake(host, for: "an address conflict")
+                let stranger = MACAddress(bytes: [0x02, 0x66, 0x00, 0x00, 0x00, UInt8(host.index & 0xFF)])!
+                try wakerWire.inject(
+                    EthernetFrame.arpAnnouncement(of: host.ipv4, source: stranger).paddedToMinimumLength()
+                        .serialized())
+            case 89..<95:
+                guard let host = chosen(held) else { break }
+                count("manual_wakes")
+                expectWake(host, for: "sleepproxyctl wake")
                 let woken = try daemon.ctl(["wake", "\(host.mac)"])
                 if !woken.succeeded { violation("sleepproxyctl wake \(host.name) failed: \(woken)") }
-            } else if let host = chosen(held) {
+            default:
+                guard let host = chosen(held) else { break }
                 count("forgets")
                 let forgotten = try daemon.ctl(["forget", "\(host.mac)"])
                 if !forgotten.succeeded { violation("sleepproxyctl forget \(host.name) failed: \(forgotten)") }
@@ -541,6 +798,10 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                     )
                 }
                 count("listing_checks")
+                // A real responder on the link never sees a conflict with what the proxy answers.
+                if let line = avahi.log.split(separator: "\n").first(where: { $0.lowercased().contains("conflict") }) {
+                    violation("avahi-daemon in the waker logged a conflict: \(line)")
+                }
                 // The store, read as another process reads it, agrees for the same hosts.
                 // After a full disk, the store is judged again once the daemon says it caught up (or 30 s on).
                 if let after = storeChecksAfter, after > now,
@@ -549,7 +810,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                     storeChecksAfter = now
                 }
                 if let after = storeChecksAfter, now >= after,
-                    let store = SoakStore.read(directory: daemon.stateDirectoryHere)
+                    let store = SoakStore.read(keeper: daemon.keeper.pid, directory: daemon.stateDirectory)
                 {
                     for index in expected.listed where !store.owners.contains("\(snapshot[index].mac)".lowercased()) {
                         violation(
@@ -595,6 +856,8 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     _ = try await daemon.stop(SIGTERM)
     watcher.cancel()
 
+    hostileSender.cancel()
+    for (kind, amount) in shared.counts.withLock({ $0 }) { counts[kind, default: 0] += amount }
     let violations = shared.model.withLock { $0.violations }
     let wakes = shared.model.withLock { $0.wakeLatencies }
     return SoakReport(
@@ -640,6 +903,16 @@ private func soakFigures(
             ("soak_store_bytes_max", "\(samples.map(\.storeBytes).max() ?? 0)"),
             ("soak_samples", "\(samples.count)"),
         ]
+        // CPU time over wall time, within each run of the daemon.
+        var cpu = 0.0
+        var wall = 0.0
+        for generation in Set(samples.map(\.generation)) {
+            let run = samples.filter { $0.generation == generation }
+            guard let first = run.first, let last = run.last else { continue }
+            cpu += last.cpuSeconds - first.cpuSeconds
+            wall += seconds(last.time - first.time)
+        }
+        figures.append(("soak_cpu_percent", wall > 0 ? String(format: "%.2f", 100 * cpu / wall) : "n/a"))
     }
     // Slopes within each run of the daemon (a restart starts afresh), weighted by the run's length.
     func slope(_ value: (SoakSample) -> Double) -> String {

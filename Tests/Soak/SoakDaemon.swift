@@ -1,4 +1,3 @@
-import CSQLite
 import Foundation
 import SleepProxyControl
 import TestLab
@@ -27,7 +26,7 @@ final class SoakDaemon {
     private(set) var upSince: Duration?
     private var configuration = 0
     /// The process whose mount namespace holds the state directory's tmpfs.
-    private let keeper: LabProcess
+    let keeper: LabProcess
     /// The state directory as this process reaches it.
     let stateDirectoryHere: String
 
@@ -199,40 +198,35 @@ struct SoakSample: Sendable {
     }
 }
 
-/// The lease store as another process sees it while the daemon runs: opened read-only, as `sqlite3 -readonly`
-/// would, for what the daemon has committed.
+/// The lease store as another process sees it while the daemon runs: opened read-only by Python's sqlite3 in the
+/// state directory's mount namespace, for what the daemon has committed. (SQLite resolves symbolic links in a
+/// database's path, so `/proc/KEEPER/root/...` would lead it back to this namespace's empty directory.)
 enum SoakStore {
     /// The primary MACs of the owners held, lower-case `aa:bb:...`, and the number of events kept; nil if the
     /// store cannot be read (it is being created, say).
-    static func read(directory: String) -> (owners: Set<String>, events: Int)? {
-        var database: OpaquePointer?
+    static func read(keeper: Int32, directory: String) -> (owners: Set<String>, events: Int)? {
+        let script = """
+            import sqlite3, sys
+            database = sqlite3.connect("file:" + sys.argv[1] + "/leases.sqlite?mode=ro", uri=True, timeout=2)
+            for (mac,) in database.execute("SELECT primary_mac FROM owners"):
+                print("owner", ":".join("%02x" % byte for byte in mac))
+            print("events", database.execute("SELECT count(*) FROM events").fetchone()[0])
+            """
         guard
-            sqlite3_open_v2(directory + "/leases.sqlite", &database, SQLITE_OPEN_READONLY, nil) == SQLITE_OK,
-            let database
-        else {
-            sqlite3_close(database)
-            return nil
-        }
-        defer { sqlite3_close(database) }
-        sqlite3_busy_timeout(database, 2_000)
+            let result = try? Lab.runInTestNamespace(
+                ["nsenter", "-t", String(keeper), "-m", "--", "python3", "-c", script, directory],
+                timeout: .seconds(15)),
+            result.succeeded
+        else { return nil }
         var owners = Set<String>()
-        var statement: OpaquePointer?
-        guard sqlite3_prepare_v2(database, "SELECT primary_mac FROM owners", -1, &statement, nil) == SQLITE_OK
-        else { return nil }
-        while sqlite3_step(statement) == SQLITE_ROW {
-            let count = Int(sqlite3_column_bytes(statement, 0))
-            guard let bytes = sqlite3_column_blob(statement, 0) else { continue }
-            let mac = UnsafeRawBufferPointer(start: bytes, count: count).map { byte in
-                (byte < 0x10 ? "0" : "") + String(byte, radix: 16)
-            }
-            owners.insert(mac.joined(separator: ":"))
+        var events: Int?
+        for line in result.stdout.split(separator: "\n") {
+            let words = line.split(separator: " ")
+            guard words.count == 2 else { continue }
+            if words[0] == "owner" { owners.insert(String(words[1])) }
+            if words[0] == "events" { events = Int(words[1]) }
         }
-        sqlite3_finalize(statement)
-        var events = 0
-        guard sqlite3_prepare_v2(database, "SELECT count(*) FROM events", -1, &statement, nil) == SQLITE_OK
-        else { return nil }
-        if sqlite3_step(statement) == SQLITE_ROW { events = Int(sqlite3_column_int64(statement, 0)) }
-        sqlite3_finalize(statement)
+        guard let events else { return nil }
         return (owners, events)
     }
 }

@@ -30,6 +30,9 @@ struct SoakModel: Sendable {
         var state: State = .awake(since: .zero)
         /// When the host next acts on its own: sleeps (registers), renews, or goes on after an expiry.
         var due: Duration = .zero
+        /// Every third host also offers a UDP service (Apple Remote Desktop's `_net-assistant._udp`, port 3283):
+        /// a datagram to it wakes the host.
+        var offersUDPService: Bool { index % 3 == 0 }
         /// Whether this sleep lets the lease run out.
         var skipsRenewal = false
         /// Magic packets for it are legitimate until then (a wake asked for, a lease ending, a return in flight).
@@ -80,6 +83,24 @@ struct SoakModel: Sendable {
                 "a magic packet for \(host.name) (\(host.mac)) at \(Self.text(time)), which is \(Self.describe(host.state)) and was not to be woken"
         }
         return nil
+    }
+
+    /// An address record for host `index` with `address` heard from the proxy at `time`: a violation when the
+    /// address is not the host's, or when the host came back or was forgotten more than 3 s before.
+    func answered(_ index: Int, address: IPv4Address, at time: Duration) -> String? {
+        let host = hosts[index]
+        guard address == host.ipv4 else {
+            return "\(host.name) answered for with \(address) at \(Self.text(time)), not its \(host.ipv4)"
+        }
+        // An unacknowledged registration may be held all the same.
+        guard !host.registrationPending else { return nil }
+        switch host.state {
+        case .awake(let since) where host.registeredOnce && time - since > .seconds(3),
+            .forgotten(let since) where time - since > .seconds(3):
+            return "\(host.name) answered for at \(Self.text(time)), yet it is \(Self.describe(host.state))"
+        default:
+            return nil
+        }
     }
 
     /// What the daemon must list (by owner MAC) and must not, at `now`; hosts in between (just registered, just

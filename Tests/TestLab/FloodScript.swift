@@ -164,6 +164,25 @@ extension Lab {
 }
 
 extension ExtraHost {
+    /// Sends `plan`'s mix from this host instead of the waker (its MAC and addresses as the frames' source), at
+    /// the proxy of `lab`, and waits for it to end.
+    public func runFlood(_ plan: FloodPlan, proxy: LabHost, workDirectory: String) async throws -> FloodReport {
+        var plan = plan
+        plan.wakerMAC = macString
+        plan.wakerIPv4 = ipv4
+        plan.wakerLinkLocal = ipv6LinkLocal
+        plan.wakerULA = ula
+        plan.proxyMAC = proxy.macString
+        plan.proxyIPv4 = proxy.ipv4
+        let path = workDirectory + "/flood-plan-\(name)-\(UInt32.random(in: 0..<UInt32.max)).json"
+        try JSONEncoder().encode(plan).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let result = try await run(
+            ["python3", "-c", FloodScript.generator, path], timeout: .seconds(Int64(plan.seconds) + 60))
+        guard result.succeeded else { throw LabError("the flood generator in \(name) failed: \(result)") }
+        return try FloodScript.decode(FloodReport.self, from: result)
+    }
+
     /// Sends `perSecond` legacy-unicast queries (from an ephemeral port to 224.0.0.251:5353) for `seconds`, the
     /// questions in turn, and times each answer; one not answered within `timeout` seconds counts as lost.
     public func pacedQueries(

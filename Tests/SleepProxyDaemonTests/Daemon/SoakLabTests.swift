@@ -4,10 +4,11 @@ import TestLab
 import Testing
 
 /// The soak (`make soak`, `Tests/Soak`) for two minutes, with the debug daemon: forty Mac-style hosts that sleep,
-/// renew, let leases run out, are asked for, connected to, woken, forgotten and come back, while the daemon is
-/// reloaded, restarted and killed, and its state directory fills up. Nothing the invariant checker watches may be violated; `SOAK_SEED` replays a
-/// failing run's schedule.
-@Suite(.requiresLab(tools: ["nc"]))
+/// renew, let leases run out, are asked for (legacy, QM, QU, unicast assist, avahi-resolve and avahi-browse),
+/// connected to, sent datagrams and magic packets, claimed by another machine, woken, forgotten and come back, while
+/// a hostile sender sends its mix and the daemon is reloaded, restarted and killed, and its state directory fills
+/// up. Nothing the invariant checker watches may be violated; `SOAK_SEED` replays a failing run's schedule.
+@Suite(.requiresLab(tools: soakTools))
 struct SoakLabTests {
     @Test func twoMinutesOfChurnAndFaultsViolateNothing() async throws {
         let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
@@ -31,7 +32,8 @@ struct SoakLabTests {
         let figures = Dictionary(report.figures.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first })
         for kind in [
             "registrations", "renewals", "expiries", "returns", "queries", "queries_for_awake",
-            "connections_to_registered_ports", "connections_to_other_ports", "listing_checks",
+            "connections_to_registered_ports", "connections_to_other_ports", "listing_checks", "store_checks",
+            "queries_multicast", "avahi_resolves_judged", "hostile_frames",
         ] {
             #expect(Int(figures["soak_events_\(kind)"] ?? "0") ?? 0 > 0, "no \(kind) in SOAK_SEED=\(report.seed)")
         }
