@@ -15,8 +15,9 @@ public import TestLab
 #endif
 
 /// How long and how hard to soak, and what. `fromEnvironment` reads `SOAK_MINUTES` (60), `SOAK_SEED` (random),
-/// `SOAK_HOSTS` (150), `SOAK_LEASE` (120 s), `SOAK_ACTIONS_PER_SECOND` (4) and `SOAK_FAULT_SECONDS` (90: the mean
-/// time between a reload, a restart or a crash: each gap drawn between half and one and a half times it).
+/// `SOAK_HOSTS` (150), `SOAK_LEASE` (120 s), `SOAK_ACTIONS_PER_SECOND` (4), `SOAK_FAULT_SECONDS` (90: the mean
+/// time between a reload, a restart or a crash: each gap drawn between half and one and a half times it) and
+/// `SOAK_DECLARED` (3).
 public struct SoakOptions: Sendable {
     public var minutes: Double
     public var seed: UInt64
@@ -30,12 +31,14 @@ public struct SoakOptions: Sendable {
     public var faultSeconds: Double
     /// How soon a held host's name must be answered.
     public var answerWithin: Duration
+    /// Machines declared in the configuration, at 10.77.0.10 and up: at most 10.
+    public var declaredHosts: Int
     public var daemonPath: String
     public var ctlPath: String
 
     public init(
         minutes: Double, seed: UInt64, hosts: Int, lease: UInt32, actionsPerSecond: Double, faultSeconds: Double,
-        answerWithin: Duration = .seconds(1), daemonPath: String, ctlPath: String
+        answerWithin: Duration = .seconds(1), declaredHosts: Int = 3, daemonPath: String, ctlPath: String
     ) {
         self.minutes = minutes
         self.seed = seed
@@ -44,6 +47,7 @@ public struct SoakOptions: Sendable {
         self.actionsPerSecond = actionsPerSecond
         self.faultSeconds = faultSeconds
         self.answerWithin = answerWithin
+        self.declaredHosts = min(max(declaredHosts, 0), 10)
         self.daemonPath = daemonPath
         self.ctlPath = ctlPath
     }
@@ -57,13 +61,14 @@ public struct SoakOptions: Sendable {
             lease: environment["SOAK_LEASE"].flatMap { UInt32($0) } ?? 120,
             actionsPerSecond: environment["SOAK_ACTIONS_PER_SECOND"].flatMap(Double.init) ?? 4,
             faultSeconds: environment["SOAK_FAULT_SECONDS"].flatMap(Double.init) ?? 90,
+            declaredHosts: environment["SOAK_DECLARED"].flatMap { Int($0) } ?? 3,
             daemonPath: daemonPath, ctlPath: ctlPath)
     }
 }
 
 /// The programs a soak runs in the lab besides the daemon and `sleepproxyctl`.
 public let soakTools = [
-    "nc", "python3", "nsenter", "avahi-daemon", "dbus-daemon", "avahi-resolve", "avahi-browse",
+    "nc", "python3", "nsenter", "arping", "avahi-daemon", "dbus-daemon", "avahi-resolve", "avahi-browse",
 ]
 
 /// What a soak saw: its figures (`soak_...` names and values, in order) and every violation of an invariant.
@@ -116,7 +121,12 @@ private final class SoakShared: Sendable {
     let avahiJobs = Mutex(0)
     /// When the last fault (a reload, a stop, a crash, a full disk) began: a job that spans one is not judged.
     let lastFault = Mutex(Duration.zero)
-    init(hosts: Int) { model = Mutex(SoakModel(count: hosts)) }
+    /// The declared hosts.
+    let declared: Mutex<SoakDeclaredModel>
+    init(hosts: Int, declared: SoakDeclaredModel) {
+        model = Mutex(SoakModel(count: hosts))
+        self.declared = Mutex(declared)
+    }
 
     func count(_ kind: String, _ amount: Int = 1) { counts.withLock { $0[kind, default: 0] += amount } }
     func violation(_ text: String) { model.withLock { $0.violations.append(text) } }
@@ -135,9 +145,22 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     var hostRandom = (0..<options.hosts).map { SeededGenerator(seed: options.seed &+ UInt64($0 + 1) &* 0x9E37_79B9) }
     var idRandom = SeededGenerator(seed: options.seed ^ 0x5EED_1D5)
     say("seed \(options.seed) (SOAK_SEED=\(options.seed) replays this schedule)")
+    // Machines that never register, declared in the configuration, each a host of its own at 10.77.0.10 and up.
+    var declaredRandom = SeededGenerator(seed: options.seed ^ 0x5EED_DEC1)
+    let declaredHosts = try (0..<options.declaredHosts).map { index -> SoakDeclaredModel.Host in
+        let extra = try lab.addHost("decl\(index)", number: UInt8(10 + index))
+        guard let mac = MACAddress(extra.macString), let ipv4 = IPv4Address(extra.ipv4) else {
+            throw LabError("the addresses of \(extra.name)")
+        }
+        return .init(
+            index: index, name: extra.name, lab: extra, mac: mac, ipv4: ipv4, state: .awake(since: soakNow()),
+            due: .zero)
+    }
+    let declaredConfiguration = SoakDeclaredModel.configurations(declaredHosts)
     let daemon = try await SoakDaemon(
-        lab: lab, daemonPath: options.daemonPath, ctlPath: options.ctlPath, stateMegabytes: 32)
-    let shared = SoakShared(hosts: options.hosts)
+        lab: lab, daemonPath: options.daemonPath, ctlPath: options.ctlPath, stateMegabytes: 32,
+        declared: declaredConfiguration.tables, neverWake: declaredConfiguration.neverWake)
+    let shared = SoakShared(hosts: options.hosts, declared: SoakDeclaredModel(hosts: declaredHosts))
     let proxy = lab.host(.proxy)
     let proxyAddress = try requireAddress(proxy.ipv4)
 
@@ -196,21 +219,57 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             guard let parsed = try? EthernetFrame(parsing: frame.bytes),
                 let answers = SoakWire.answers(in: parsed, from: proxyMAC)
             else { continue }
-            for record in answers.records where record.index < options.hosts {
-                shared.heard.add(
-                    record.index,
-                    .init(time: frame.timestamp, address: record.address, multicast: answers.multicast))
-                if let violation = shared.model.withLock({
-                    $0.answered(record.index, address: record.address, at: frame.timestamp)
-                }) {
-                    shared.violation(violation)
+            for record in answers.records {
+                if let index = SoakWire.index(record.name, prefix: "soak"), index < options.hosts {
+                    shared.heard.add(
+                        index, .init(time: frame.timestamp, address: record.address, multicast: answers.multicast))
+                    if let violation = shared.model.withLock({
+                        $0.answered(index, address: record.address, at: frame.timestamp)
+                    }) {
+                        shared.violation(violation)
+                    }
+                } else if let index = SoakWire.index(record.name, prefix: "decl"), index < options.declaredHosts {
+                    let (host, mustNot) = shared.declared.withLock {
+                        ($0.hosts[index], $0.mustNotBeAnswered(index, at: frame.timestamp))
+                    }
+                    if record.address != host.ipv4 {
+                        shared.violation(
+                            "the declared host \(host.name) answered for with \(record.address), not \(host.ipv4)")
+                    } else if mustNot {
+                        shared.violation(
+                            "the declared host \(host.name) answered for at \(SoakModel.text(frame.timestamp)), yet it is \(SoakDeclaredModel.describe(host.state))\(shared.declared.withLock { $0.declaredSince[index] == nil } ? " and no longer declared" : "")"
+                        )
+                    }
                 }
             }
         }
     }
     defer { answerWatcher.cancel() }
+    // Each declared host's NIC: the proxy's magic packets for it.
+    var declaredNICs: [CaptureStream] = []
+    defer { for nic in declaredNICs { nic.close() } }
+    var declaredWatchers: [Task<Void, Never>] = []
+    defer { for watcher in declaredWatchers { watcher.cancel() } }
+    for host in declaredHosts {
+        let nic = try host.lab.withNamespace { try CaptureStream(interface: "eth0") }
+        declaredNICs.append(nic)
+        try nic.setFilter("ether src \(proxy.macString) and (ether proto 0x0842 or udp port 9)")
+        declaredWatchers.append(
+            Task {
+                for await frame in nic.frames {
+                    guard let parsed = try? EthernetFrame(parsing: frame.bytes),
+                        let target = parsed.magicPacket?.target ?? parsed.udp?.magicPacket?.target,
+                        target == host.mac
+                    else { continue }
+                    if let violation = shared.declared.withLock({ $0.magicPacket(for: target, at: frame.timestamp) }) {
+                        shared.violation(violation)
+                    }
+                }
+            })
+    }
 
     try await daemon.start()
+    shared.declared.withLock { $0.configure(0, at: soakNow()) }
     let hostileEnd = soakNow() + .milliseconds(Int(options.minutes * 60_000))
     let hostileSender = Task {
         var round = 0
@@ -297,11 +356,14 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     /// A legacy-unicast question for the host's A record from the waker; the answer's addresses and how long it
     /// took, or nil without an answer within `wait`.
     func ask(_ host: SoakModel.Host, wait: Duration) throws -> (addresses: [IPv4Address], latency: Duration)? {
+        try ask(name: host.name, wait: wait)
+    }
+    func ask(name: String, wait: Duration) throws -> (addresses: [IPv4Address], latency: Duration)? {
         queryID &+= 1
         let id = queryID
         let question = DNSMessage(
             id: id, flags: DNSFlags(response: false, opcode: .query),
-            questions: [DNSQuestion(name: try DNSName(labels: [host.name, "local"]), type: .a)])
+            questions: [DNSQuestion(name: try DNSName(labels: [name, "local"]), type: .a)])
         let started = ContinuousClock.now
         try querier.send(
             try question.encoded(), to: Endpoint(address: proxyAddress, port: 5353), scopeID: 0,
@@ -418,9 +480,26 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         return .microseconds(Int(-log(uniform) / options.actionsPerSecond * 1_000_000))
     }
     var nextAction = start + .seconds(5) + actionGap()
-    // The hosts fall asleep over the first twenty seconds.
+    // The hosts fall asleep over the first twenty seconds; the declared ones stay awake a little longer.
     shared.model.withLock { model in
         for index in model.hosts.indices { model.hosts[index].due = start + uniform(0, 20, &hostRandom[index]) }
+    }
+    shared.declared.withLock { model in
+        for index in model.hosts.indices { model.hosts[index].due = start + uniform(10, 40, &declaredRandom) }
+    }
+
+    /// A declared host comes back: its addresses again, and a first frame of its own (an ARP for its gateway), as a
+    /// PC's network comes up after a resume; it sends no mDNS.
+    func comeBack(_ host: inout SoakDeclaredModel.Host, at now: Duration) throws {
+        try lab.wake(host.lab)
+        let extra = host.lab
+        Task.detached { _ = try? await extra.run(["arping", "-c", "1", "-w", "1", "-I", "eth0", Lab.gatewayIPv4]) }
+        host.state = .awake(since: now)
+        host.wake = nil
+        host.firstMagic = nil
+        host.returnAt = nil
+        host.wakeUncertain = false
+        host.due = now + uniform(20, 60, &declaredRandom)
     }
     var nextListingCheck = start + .seconds(5)
     var nextSample = start
@@ -482,16 +561,19 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             switch faultRandom.next() % 5 {
             case 0, 1:
                 try await daemon.reload()
+                shared.declared.withLock { $0.configure(daemon.configurationIndex, at: soakNow()) }
                 count("reloads")
                 say("reload (SIGHUP) \(counts["reloads"] ?? 0)")
             case 2:
                 let took = try await daemon.stop(SIGTERM)
                 try await daemon.start()
+                shared.declared.withLock { $0.started(at: soakNow()) }
                 count("restarts")
                 say("restart (SIGTERM): stopped in \(took)")
             case 3:
                 _ = try await daemon.stop(SIGKILL)
                 try await daemon.start()
+                shared.declared.withLock { $0.started(at: soakNow()) }
                 count("crashes")
                 say("crash (SIGKILL) and start")
             default:
@@ -508,6 +590,11 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                     if case .waking = model.hosts[index].state, model.hosts[index].firstMagic == nil {
                         model.hosts[index].wakeUncertain = true
                     }
+                }
+            }
+            shared.declared.withLock { model in
+                for index in model.hosts.indices where model.hosts[index].wake != nil {
+                    if model.hosts[index].firstMagic == nil { model.hosts[index].wakeUncertain = true }
                 }
             }
             continue
@@ -605,6 +692,48 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             }
         }
 
+        // What each declared host does on its own: sleeps, comes back after a magic packet (or by itself, as when
+        // someone opens its lid).
+        for index in 0..<options.declaredHosts {
+            var host = shared.declared.withLock { $0.hosts[index] }
+            switch host.state {
+            case .awake:
+                guard now >= host.due else { break }
+                try lab.sleep(host.lab)
+                host.state = .asleep(since: now)
+                host.due = now + uniform(90, 240, &declaredRandom)
+                count("declared_sleeps")
+            case .asleep:
+                if let first = host.firstMagic, host.returnAt == nil {
+                    host.returnAt = first + uniform(0.5, 2, &declaredRandom)
+                }
+                if let returnAt = host.returnAt, now >= returnAt {
+                    try comeBack(&host, at: now)
+                    count("declared_returns_when_woken")
+                } else if host.wake == nil, now >= host.due {
+                    try comeBack(&host, at: now)
+                    count("declared_returns_by_themselves")
+                } else if let wake = host.wake, host.firstMagic == nil, now - wake.at > .seconds(10),
+                    daemonSettled(now, 10)
+                {
+                    if host.wakeUncertain {
+                        host.wake = nil
+                        host.wakeUncertain = false
+                        count("wakes_lost_to_a_fault")
+                    } else {
+                        violation("the declared host \(host.name) was not woken within 10 s of \(wake.trigger)")
+                        host.wake = nil
+                    }
+                }
+            }
+            shared.declared.withLock { model in
+                // The NIC's watcher may have seen the first magic packet meanwhile.
+                let seen = model.hosts[index].firstMagic
+                model.hosts[index] = host
+                if host.wake != nil, host.firstMagic == nil { model.hosts[index].firstMagic = seen }
+            }
+        }
+
         // Space back for 30 s: every registration unacknowledged meanwhile has been acknowledged since.
         if diskFullUntil == nil, let freed = diskFreedAt, now - freed > .seconds(30), daemonSettled(now, 30) {
             // Hosts that retry every second or two; one whose lease ran out meanwhile sleeps again only later.
@@ -645,137 +774,194 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             }
             let roll = actionRandom.next() % 100
             let pick = actionRandom.next()
-            func chosen(_ candidates: [SoakModel.Host]) -> SoakModel.Host? {
-                candidates.isEmpty ? nil : candidates[Int(pick % UInt64(candidates.count))]
-            }
-            /// The host is to be woken by the proxy for `trigger`, within 10 s.
-            func expectWake(_ host: SoakModel.Host, for trigger: String) {
-                if case .held(_, let leaseEnd) = host.state { heldLeaseEnd[host.index] = leaseEnd }
-                shared.model.withLock { model in
-                    model.hosts[host.index].state = .waking(at: soakNow(), trigger: trigger)
-                    model.hosts[host.index].wakeAllowedUntil = soakNow() + .seconds(3_600)
-                    model.hosts[host.index].firstMagic = nil
+            // One action in eight is on a declared host, away from a fault (a reload changes what is declared).
+            let onDeclared = actionRandom.next() % 8 == 0
+            if onDeclared, options.declaredHosts > 0, now - shared.lastFault.withLock({ $0 }) > .seconds(3) {
+                let model = shared.declared.withLock { $0 }
+                let taken = model.hosts.indices.filter { model.takenOver($0, at: now, daemonUp: daemon.upSince) }
+                let awakeDeclared = model.hosts.indices.filter {
+                    if case .awake(let since) = model.hosts[$0].state { return now - since > .seconds(10) }
+                    return false
                 }
-            }
-            // Addresses are taken over again a few seconds after a start.
-            let claimedNow = daemonSettled(now, 10) ? claimed : []
-            switch roll {
-            case 0..<30:
-                guard let host = chosen(held) else { break }
-                count("queries")
-                if let answer = try ask(host, wait: options.answerWithin) {
-                    answerLatencies.append((now, answer.latency))
-                    if !answer.addresses.contains(host.ipv4) {
-                        violation("\(host.name) answered with \(answer.addresses), not \(host.ipv4)")
-                    }
-                } else {
-                    violation("\(host.name), held, was not answered within \(options.answerWithin)")
+                func chosenIndex(_ candidates: [Int]) -> Int? {
+                    candidates.isEmpty ? nil : candidates[Int(pick % UInt64(candidates.count))]
                 }
-            case 30..<48:
-                // A full querier's questions: multicast (QM), multicast asking for a unicast answer (QU), and
-                // unicast to the proxy (unicast assist).
-                guard let host = chosen(held) else { break }
-                let asking: SoakWire.Asking = roll < 38 ? .multicast : roll < 43 ? .unicastResponse : .unicastAssist
-                count("queries_\(asking.rawValue)")
-                if let latency = try await askOnWire(host, asking) {
-                    answerLatencies.append((now, latency))
-                } else {
-                    violation(
-                        "\(host.name), held, was not answered within \(options.answerWithin) of a \(asking.rawValue) question"
-                    )
-                }
-            case 48..<56:
-                guard let host = chosen(awake) else { break }
-                count("queries_for_awake")
-                if let answer = try ask(host, wait: .milliseconds(300)) {
-                    violation("\(host.name), awake and let go, was answered for: \(answer.addresses)")
-                }
-            case 56..<62:
-                guard let host = chosen(held), shared.avahiJobs.withLock({ $0 }) < 3 else { break }
-                count("avahi_resolves")
-                avahiResolve(host)
-            case 62:
-                guard shared.avahiJobs.withLock({ $0 }) < 3 else { break }
-                count("avahi_browses")
-                avahiBrowse(
-                    held.filter { host in
-                        if case .held(let since, let leaseEnd) = host.state {
-                            return now - since > .seconds(10) && leaseEnd - now > .seconds(10)
+                switch roll % 10 {
+                case 0..<4:
+                    guard let index = chosenIndex(taken) else { break }
+                    let host = model.hosts[index]
+                    count("declared_queries")
+                    if let answer = try ask(name: host.name, wait: options.answerWithin) {
+                        answerLatencies.append((now, answer.latency))
+                        if !answer.addresses.contains(host.ipv4) {
+                            violation("the declared \(host.name) answered with \(answer.addresses), not \(host.ipv4)")
                         }
-                        return false
-                    })
-            case 63..<72:
-                guard let host = chosen(claimedNow) else { break }
-                count("connections_to_registered_ports")
-                expectWake(host, for: "a SYN to port 22")
-                connect(host, port: 22)
-            case 72..<77:
-                guard let host = chosen(claimedNow) else { break }
-                count("connections_to_other_ports")
-                connect(host, port: 23)
-            case 77..<80:
-                // Apple Remote Desktop: its wake datagram wakes a host that offers it; a console's poll to the same
-                // port does not (PROTOCOL.md, mDNS.c `mDNSCoreReceiveRawTransportPacket`).
-                guard let host = chosen(claimedNow.filter(\.offersUDPService)) else { break }
-                let wakes = roll == 77
-                count(wakes ? "remote_desktop_wakes" : "remote_desktop_polls")
-                if wakes { expectWake(host, for: "Apple Remote Desktop's wake datagram") }
-                try querier.send(
-                    wakes ? [0x13, 0x88] + [UInt8](repeating: 0, count: 108) : [0x13, 0x89, 0, 0],
-                    to: Endpoint(address: .v4(host.ipv4), port: 3283), scopeID: 0, from: .v4(wakerIPv4),
-                    interfaceIndex: 0)
-            case 80..<83:
-                guard let host = chosen(claimedNow) else { break }
-                count("datagrams_to_other_ports")
-                try querier.send(
-                    Array("soak".utf8), to: Endpoint(address: .v4(host.ipv4), port: 5000), scopeID: 0,
-                    from: .v4(wakerIPv4), interfaceIndex: 0)
-            case 83..<85:
-                // A magic packet to the address the proxy holds reaches the proxy, not the host, which wakes the host
-                // for it as a phone app that cannot broadcast meant.
-                guard let host = chosen(claimedNow) else { break }
-                count("magic_packets_to_held_addresses")
-                expectWake(host, for: "a magic packet to its held address")
-                try querier.send(
-                    MagicPacket(target: host.mac).bytes, to: Endpoint(address: .v4(host.ipv4), port: 9), scopeID: 0,
-                    from: .v4(wakerIPv4), interfaceIndex: 0)
-            case 85..<87:
-                // A magic packet broadcast by another machine wakes the host itself; it comes back as after any
-                // wake, and the proxy must let it go and send it nothing.
-                guard let host = chosen(held) else { break }
-                count("magic_packets_from_others")
-                let at = soakNow()
-                shared.model.withLock { model in
-                    model.hosts[host.index].state = .waking(at: at, trigger: "a magic packet from the waker")
-                    model.hosts[host.index].firstMagic = at
-                    model.hosts[host.index].wakeAllowedUntil = at
+                    } else {
+                        violation(
+                            "the declared host \(host.name), asleep and taken over, was not answered within \(options.answerWithin)"
+                        )
+                    }
+                case 4:
+                    guard let index = chosenIndex(awakeDeclared) else { break }
+                    count("declared_queries_for_awake")
+                    if let answer = try ask(name: model.hosts[index].name, wait: .milliseconds(300)) {
+                        violation(
+                            "the declared host \(model.hosts[index].name), awake, was answered for: \(answer.addresses)"
+                        )
+                    }
+                case 5..<9:
+                    guard let index = chosenIndex(taken) else { break }
+                    let host = model.hosts[index]
+                    if model.neverWake.contains(index) {
+                        // wake.never_wake: answered for, never woken by traffic.
+                        count("declared_connections_never_wake")
+                    } else {
+                        count("declared_connections")
+                        shared.declared.withLock { $0.hosts[index].wake = (soakNow(), "a SYN to port 22") }
+                    }
+                    let address = "\(host.ipv4)"
+                    Task.detached { _ = try? await lab.run(.waker, ["nc", "-z", "-w", "1", address, "22"]) }
+                default:
+                    guard let index = chosenIndex(taken) else { break }
+                    count("declared_connections_to_other_ports")
+                    let address = "\(model.hosts[index].ipv4)"
+                    Task.detached { _ = try? await lab.run(.waker, ["nc", "-z", "-w", "1", address, "8080"]) }
                 }
-                try wakerWire.inject(
-                    EthernetFrame.wakeOnLAN(MagicPacket(target: host.mac), source: wakerMAC, destination: .broadcast)
+            } else {
+                func chosen(_ candidates: [SoakModel.Host]) -> SoakModel.Host? {
+                    candidates.isEmpty ? nil : candidates[Int(pick % UInt64(candidates.count))]
+                }
+                /// The host is to be woken by the proxy for `trigger`, within 10 s.
+                func expectWake(_ host: SoakModel.Host, for trigger: String) {
+                    if case .held(_, let leaseEnd) = host.state { heldLeaseEnd[host.index] = leaseEnd }
+                    shared.model.withLock { model in
+                        model.hosts[host.index].state = .waking(at: soakNow(), trigger: trigger)
+                        model.hosts[host.index].wakeAllowedUntil = soakNow() + .seconds(3_600)
+                        model.hosts[host.index].firstMagic = nil
+                    }
+                }
+                // Addresses are taken over again a few seconds after a start.
+                let claimedNow = daemonSettled(now, 10) ? claimed : []
+                switch roll {
+                case 0..<30:
+                    guard let host = chosen(held) else { break }
+                    count("queries")
+                    if let answer = try ask(host, wait: options.answerWithin) {
+                        answerLatencies.append((now, answer.latency))
+                        if !answer.addresses.contains(host.ipv4) {
+                            violation("\(host.name) answered with \(answer.addresses), not \(host.ipv4)")
+                        }
+                    } else {
+                        violation("\(host.name), held, was not answered within \(options.answerWithin)")
+                    }
+                case 30..<48:
+                    // A full querier's questions: multicast (QM), multicast asking for a unicast answer (QU), and
+                    // unicast to the proxy (unicast assist).
+                    guard let host = chosen(held) else { break }
+                    let asking: SoakWire.Asking = roll < 38 ? .multicast : roll < 43 ? .unicastResponse : .unicastAssist
+                    count("queries_\(asking.rawValue)")
+                    if let latency = try await askOnWire(host, asking) {
+                        answerLatencies.append((now, latency))
+                    } else {
+                        violation(
+                            "\(host.name), held, was not answered within \(options.answerWithin) of a \(asking.rawValue) question"
+                        )
+                    }
+                case 48..<56:
+                    guard let host = chosen(awake) else { break }
+                    count("queries_for_awake")
+                    if let answer = try ask(host, wait: .milliseconds(300)) {
+                        violation("\(host.name), awake and let go, was answered for: \(answer.addresses)")
+                    }
+                case 56..<62:
+                    guard let host = chosen(held), shared.avahiJobs.withLock({ $0 }) < 3 else { break }
+                    count("avahi_resolves")
+                    avahiResolve(host)
+                case 62:
+                    guard shared.avahiJobs.withLock({ $0 }) < 3 else { break }
+                    count("avahi_browses")
+                    avahiBrowse(
+                        held.filter { host in
+                            if case .held(let since, let leaseEnd) = host.state {
+                                return now - since > .seconds(10) && leaseEnd - now > .seconds(10)
+                            }
+                            return false
+                        })
+                case 63..<72:
+                    guard let host = chosen(claimedNow) else { break }
+                    count("connections_to_registered_ports")
+                    expectWake(host, for: "a SYN to port 22")
+                    connect(host, port: 22)
+                case 72..<77:
+                    guard let host = chosen(claimedNow) else { break }
+                    count("connections_to_other_ports")
+                    connect(host, port: 23)
+                case 77..<80:
+                    // Apple Remote Desktop: its wake datagram wakes a host that offers it; a console's poll to the same
+                    // port does not (PROTOCOL.md, mDNS.c `mDNSCoreReceiveRawTransportPacket`).
+                    guard let host = chosen(claimedNow.filter(\.offersUDPService)) else { break }
+                    let wakes = roll == 77
+                    count(wakes ? "remote_desktop_wakes" : "remote_desktop_polls")
+                    if wakes { expectWake(host, for: "Apple Remote Desktop's wake datagram") }
+                    try querier.send(
+                        wakes ? [0x13, 0x88] + [UInt8](repeating: 0, count: 108) : [0x13, 0x89, 0, 0],
+                        to: Endpoint(address: .v4(host.ipv4), port: 3283), scopeID: 0, from: .v4(wakerIPv4),
+                        interfaceIndex: 0)
+                case 80..<83:
+                    guard let host = chosen(claimedNow) else { break }
+                    count("datagrams_to_other_ports")
+                    try querier.send(
+                        Array("soak".utf8), to: Endpoint(address: .v4(host.ipv4), port: 5000), scopeID: 0,
+                        from: .v4(wakerIPv4), interfaceIndex: 0)
+                case 83..<85:
+                    // A magic packet to the address the proxy holds reaches the proxy, not the host, which wakes the host
+                    // for it as a phone app that cannot broadcast meant.
+                    guard let host = chosen(claimedNow) else { break }
+                    count("magic_packets_to_held_addresses")
+                    expectWake(host, for: "a magic packet to its held address")
+                    try querier.send(
+                        MagicPacket(target: host.mac).bytes, to: Endpoint(address: .v4(host.ipv4), port: 9), scopeID: 0,
+                        from: .v4(wakerIPv4), interfaceIndex: 0)
+                case 85..<87:
+                    // A magic packet broadcast by another machine wakes the host itself; it comes back as after any
+                    // wake, and the proxy must let it go and send it nothing.
+                    guard let host = chosen(held) else { break }
+                    count("magic_packets_from_others")
+                    let at = soakNow()
+                    shared.model.withLock { model in
+                        model.hosts[host.index].state = .waking(at: at, trigger: "a magic packet from the waker")
+                        model.hosts[host.index].firstMagic = at
+                        model.hosts[host.index].wakeAllowedUntil = at
+                    }
+                    try wakerWire.inject(
+                        EthernetFrame.wakeOnLAN(
+                            MagicPacket(target: host.mac), source: wakerMAC, destination: .broadcast
+                        )
                         .paddedToMinimumLength().serialized())
-            case 87..<89:
-                // Another machine claims a held address: the proxy wakes the host to defend it (PROTOCOL.md 3.2).
-                guard let host = chosen(claimedNow) else { break }
-                count("address_conflicts")
-                expectWake(host, for: "an address conflict")
-                let stranger = MACAddress(bytes: [0x02, 0x66, 0x00, 0x00, 0x00, UInt8(host.index & 0xFF)])!
-                try wakerWire.inject(
-                    EthernetFrame.arpAnnouncement(of: host.ipv4, source: stranger).paddedToMinimumLength()
-                        .serialized())
-            case 89..<95:
-                guard let host = chosen(held) else { break }
-                count("manual_wakes")
-                expectWake(host, for: "sleepproxyctl wake")
-                let woken = try daemon.ctl(["wake", "\(host.mac)"])
-                if !woken.succeeded { violation("sleepproxyctl wake \(host.name) failed: \(woken)") }
-            default:
-                guard let host = chosen(held) else { break }
-                count("forgets")
-                let forgotten = try daemon.ctl(["forget", "\(host.mac)"])
-                if !forgotten.succeeded { violation("sleepproxyctl forget \(host.name) failed: \(forgotten)") }
-                shared.model.withLock { model in
-                    model.hosts[host.index].state = .forgotten(at: soakNow())
-                    model.hosts[host.index].due = soakNow() + .seconds(10)
+                case 87..<89:
+                    // Another machine claims a held address: the proxy wakes the host to defend it (PROTOCOL.md 3.2).
+                    guard let host = chosen(claimedNow) else { break }
+                    count("address_conflicts")
+                    expectWake(host, for: "an address conflict")
+                    let stranger = MACAddress(bytes: [0x02, 0x66, 0x00, 0x00, 0x00, UInt8(host.index & 0xFF)])!
+                    try wakerWire.inject(
+                        EthernetFrame.arpAnnouncement(of: host.ipv4, source: stranger).paddedToMinimumLength()
+                            .serialized())
+                case 89..<95:
+                    guard let host = chosen(held) else { break }
+                    count("manual_wakes")
+                    expectWake(host, for: "sleepproxyctl wake")
+                    let woken = try daemon.ctl(["wake", "\(host.mac)"])
+                    if !woken.succeeded { violation("sleepproxyctl wake \(host.name) failed: \(woken)") }
+                default:
+                    guard let host = chosen(held) else { break }
+                    count("forgets")
+                    let forgotten = try daemon.ctl(["forget", "\(host.mac)"])
+                    if !forgotten.succeeded { violation("sleepproxyctl forget \(host.name) failed: \(forgotten)") }
+                    shared.model.withLock { model in
+                        model.hosts[host.index].state = .forgotten(at: soakNow())
+                        model.hosts[host.index].due = soakNow() + .seconds(10)
+                    }
                 }
             }
         }

@@ -30,31 +30,45 @@ final class SoakDaemon {
     /// The state directory as this process reaches it.
     let stateDirectoryHere: String
 
-    /// The two configurations a reload alternates between: other limits, another wake policy, another log level.
-    static let configurations = [
-        """
-        log_level = "info"
-        [limits]
-        maximum_records_per_host = 1000
-        """,
-        """
-        log_level = "notice"
-        [limits]
-        maximum_records_per_host = 500
-        [wake]
-        ignore_sources = ["10.77.0.250/32"]
-        """,
-    ]
+    /// The two configurations a reload alternates between: other limits, another wake policy, another log level,
+    /// and the declared hosts' `declared` parts (one host fewer in the second).
+    let configurations: [String]
+    /// Which of them is in the file now.
+    var configurationIndex: Int { configuration }
 
-    init(lab: Lab, daemonPath: String, ctlPath: String, stateMegabytes: Int) async throws {
+    static func configurations(declared: [String], neverWake: [String]) -> [String] {
+        let names = neverWake.map { "\"\($0)\"" }.joined(separator: ", ")
+        return [
+            """
+            log_level = "info"
+            [limits]
+            maximum_records_per_host = 1000
+
+            """ + declared[0],
+            """
+            log_level = "notice"
+            [limits]
+            maximum_records_per_host = 500
+            [wake]
+            ignore_sources = ["10.77.0.250/32"]
+            never_wake = [\(names)]
+
+            """ + declared[1],
+        ]
+    }
+
+    init(
+        lab: Lab, daemonPath: String, ctlPath: String, stateMegabytes: Int, declared: [String], neverWake: [String]
+    ) async throws {
         self.lab = lab
+        configurations = Self.configurations(declared: declared, neverWake: neverWake)
         self.daemonPath = daemonPath
         self.ctlPath = ctlPath
         let stateDirectory = lab.workDirectory + "/soak-state"
         self.stateDirectory = stateDirectory
         socket = lab.workDirectory + "/soak-control.sock"
         configPath = lab.workDirectory + "/soak.toml"
-        try Self.configurations[0].write(toFile: configPath, atomically: true, encoding: .utf8)
+        try configurations[0].write(toFile: configPath, atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: false)
         let keeper = try lab.spawn(
             .proxy,
@@ -111,7 +125,7 @@ final class SoakDaemon {
     func reload() async throws {
         guard let process else { return }
         configuration = 1 - configuration
-        try Self.configurations[configuration].write(toFile: configPath, atomically: true, encoding: .utf8)
+        try configurations[configuration].write(toFile: configPath, atomically: true, encoding: .utf8)
         let before = Self.count("reloaded the configuration", in: process.stderr)
         process.signal(SIGHUP)
         _ = try await eventually("the reload logged", within: .seconds(10)) { () -> Bool? in

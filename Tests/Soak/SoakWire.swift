@@ -37,30 +37,34 @@ final class SoakAnswersHeard: Sendable {
 
 /// Frames of the soak's mDNS conversation with the proxy, built and read.
 enum SoakWire {
-    /// The soak host a name belongs to: `soakN.local` (any case) is host N.
-    static func hostIndex(_ name: DNSName) -> Int? {
+    /// The host name of `NAME.local`, lower-case; nil for any other name.
+    static func hostName(_ name: DNSName) -> String? {
         guard name.labelCount == 2, let first = name.label(at: 0), let second = name.label(at: 1),
             String(decoding: second, as: UTF8.self).lowercased() == "local"
         else { return nil }
-        let text = String(decoding: first, as: UTF8.self).lowercased()
-        guard text.hasPrefix("soak"), let index = Int(text.dropFirst(4)), String(index) == text.dropFirst(4) else {
-            return nil
-        }
+        return String(decoding: first, as: UTF8.self).lowercased()
+    }
+
+    /// N, of a host name `PREFIXN` (`soak12`, `decl0`).
+    static func index(_ name: String, prefix: String) -> Int? {
+        guard name.hasPrefix(prefix), let index = Int(name.dropFirst(prefix.count)),
+            String(index) == name.dropFirst(prefix.count)
+        else { return nil }
         return index
     }
 
-    /// The soak hosts' address records with a TTL above zero in an mDNS response from `proxy`'s MAC (answers and
-    /// additionals), and whether it went to the group; nil for any other frame.
+    /// The address records of `NAME.local` names with a TTL above zero in an mDNS response from `proxy`'s MAC
+    /// (answers and additionals), by host name, and whether it went to the group; nil for any other frame.
     static func answers(in frame: EthernetFrame, from proxy: MACAddress) -> (
-        multicast: Bool, records: [(index: Int, address: IPv4Address)]
+        multicast: Bool, records: [(name: String, address: IPv4Address)]
     )? {
         guard frame.header.source == proxy, let ip = frame.ipv4, let udp = frame.udp, udp.sourcePort == 5353,
             let message = try? DNSMessage(decoding: udp.payload), message.flags.isResponse
         else { return nil }
-        var records: [(index: Int, address: IPv4Address)] = []
+        var records: [(name: String, address: IPv4Address)] = []
         for record in message.answers + message.additionals where record.ttl > 0 {
-            if case .a(let address) = record.rdata, let index = hostIndex(record.name) {
-                records.append((index, address))
+            if case .a(let address) = record.rdata, let name = hostName(record.name) {
+                records.append((name, address))
             }
         }
         return (ip.header.destination == multicastGroup, records)

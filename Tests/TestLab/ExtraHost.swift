@@ -77,12 +77,25 @@ extension Lab {
             try Self.writeSysctl("net/ipv6/conf/\(device)/accept_dad", "0")
         }
         try Self.ip(["-n", host.namespace, "link", "set", device, "up"])
+        try wake(host)
+        return host
+    }
+
+    /// Puts `host` to sleep as far as the network can tell, as `sleep(_ role:)` does a lab host: its
+    /// addresses go (its kernel answers neither ARP nor ND) while its link stays up.
+    public func sleep(_ host: ExtraHost) throws {
+        try Self.ip(["-n", host.namespace, "address", "flush", "dev", host.interfaceName])
+        try Self.ip(["-n", host.namespace, "neighbour", "flush", "dev", host.interfaceName])
+    }
+
+    /// Wakes `host`: its addresses (`nodad`, usable at once), the multicast route and the default route.
+    public func wake(_ host: ExtraHost) throws {
+        let device = host.interfaceName
         try Self.ip(["-n", host.namespace, "address", "replace", "\(host.ipv4)/24", "dev", device])
         for address in [host.ipv6LinkLocal, host.ula] {
             try Self.ip(["-n", host.namespace, "address", "replace", "\(address)/64", "dev", device, "nodad"])
         }
         try Self.ip(["-n", host.namespace, "route", "replace", "224.0.0.0/4", "dev", device])
         try Self.ip(["-n", host.namespace, "route", "replace", "default", "via", Self.gatewayIPv4, "dev", device])
-        return host
     }
 }
