@@ -97,6 +97,7 @@ bench: deps
 		|| echo "bench: dnsperf is missing; the mdns benchmark will say so and skip"
 	$(SWIFT) build -c release --product sleepproxyd
 	$(SWIFT) build -c release --product sleepproxyctl
+	$(SWIFT) build -c release --product sleepproxy-client
 	$(SWIFT) build -c release --product SleepProxyBenchmarks
 	stdbuf -oL .build/release/SleepProxyBenchmarks $(BENCH)
 
@@ -109,6 +110,7 @@ SOAK_MINUTES ?= 60
 soak: deps
 	$(SWIFT) build -c release --product sleepproxyd
 	$(SWIFT) build -c release --product sleepproxyctl
+	$(SWIFT) build -c release --product sleepproxy-client
 	$(SWIFT) build -c release --product SleepProxyBenchmarks
 	SOAK_MINUTES=$(SOAK_MINUTES) stdbuf -oL .build/release/SleepProxyBenchmarks soak
 

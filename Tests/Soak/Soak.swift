@@ -121,11 +121,13 @@ private final class SoakShared: Sendable {
     let avahiJobs = Mutex(0)
     /// When the last fault (a reload, a stop, a crash, a full disk) began: a job that spans one is not judged.
     let lastFault = Mutex(Duration.zero)
-    /// The declared hosts.
+    /// The declared hosts, and the Linux hosts that register.
     let declared: Mutex<SoakDeclaredModel>
-    init(hosts: Int, declared: SoakDeclaredModel) {
+    let linux: Mutex<SoakLinuxModel>
+    init(hosts: Int, declared: SoakDeclaredModel, linux: SoakLinuxModel) {
         model = Mutex(SoakModel(count: hosts))
         self.declared = Mutex(declared)
+        self.linux = Mutex(linux)
     }
 
     func count(_ kind: String, _ amount: Int = 1) { counts.withLock { $0[kind, default: 0] += amount } }
@@ -160,7 +162,39 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     let daemon = try await SoakDaemon(
         lab: lab, daemonPath: options.daemonPath, ctlPath: options.ctlPath, stateMegabytes: 32,
         declared: declaredConfiguration.tables, neverWake: declaredConfiguration.neverWake)
-    let shared = SoakShared(hosts: options.hosts, declared: SoakDeclaredModel(hosts: declaredHosts))
+    // Linux machines that register before they sleep (see SoakLinuxModel), at 10.77.0.20 and up.
+    var linuxRandom = SeededGenerator(seed: options.seed ^ 0x5EED_1105)
+    let linuxKinds: [(kind: SoakLinuxModel.Host.Kind, name: String)] = [(.client, "client0"), (.avahiOnly, "linux0")]
+    let linuxHosts = try linuxKinds.enumerated().map { index, spec -> SoakLinuxModel.Host in
+        let extra = try lab.addHost(spec.name, number: UInt8(20 + index))
+        guard let mac = MACAddress(extra.macString), let ipv4 = IPv4Address(extra.ipv4) else {
+            throw LabError("the addresses of \(extra.name)")
+        }
+        return .init(
+            index: index, name: spec.name, kind: spec.kind, lab: extra, mac: mac, ipv4: ipv4,
+            state: .awake(since: soakNow()))
+    }
+    let shared = SoakShared(
+        hosts: options.hosts, declared: SoakDeclaredModel(hosts: declaredHosts),
+        linux: SoakLinuxModel(hosts: linuxHosts))
+    var linuxResponders: [AvahiInstance] = []
+    for host in linuxHosts {
+        linuxResponders.append(
+            try await lab.startAvahi(
+                on: host.lab, hostName: host.name,
+                services: [AvahiService(name: host.name, type: "_ssh._tcp", port: 22)]))
+    }
+    let linuxAvahi = linuxResponders
+    defer { for avahi in linuxAvahi { avahi.stop(graceful: false) } }
+    let clientPath = URL(fileURLWithPath: options.daemonPath).deletingLastPathComponent()
+        .appendingPathComponent("sleepproxy-client").path
+    try "".write(toFile: lab.workDirectory + "/soak-client.toml", atomically: true, encoding: .utf8)
+    @Sendable func clientArguments(_ command: String, _ host: SoakLinuxModel.Host) -> [String] {
+        [
+            clientPath, command, "--interface", "eth0", "--skip-wake-on-lan-check", "--state-directory",
+            lab.workDirectory + "/soak-client-state-\(host.name)", "--config", lab.workDirectory + "/soak-client.toml",
+        ]
+    }
     let proxy = lab.host(.proxy)
     let proxyAddress = try requireAddress(proxy.ipv4)
 
@@ -228,6 +262,18 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                     }) {
                         shared.violation(violation)
                     }
+                } else if let index = shared.linux.withLock({ $0.index(name: record.name) }) {
+                    let (host, mustNot) = shared.linux.withLock {
+                        ($0.hosts[index], $0.mustNotBeAnswered(index, at: frame.timestamp))
+                    }
+                    if record.address != host.ipv4 {
+                        shared.violation(
+                            "the Linux host \(host.name) answered for with \(record.address), not \(host.ipv4)")
+                    } else if mustNot {
+                        shared.violation(
+                            "the Linux host \(host.name) answered for at \(SoakModel.text(frame.timestamp)), yet it is \(SoakLinuxModel.describe(host.state))"
+                        )
+                    }
                 } else if let index = SoakWire.index(record.name, prefix: "decl"), index < options.declaredHosts {
                     let (host, mustNot) = shared.declared.withLock {
                         ($0.hosts[index], $0.mustNotBeAnswered(index, at: frame.timestamp))
@@ -262,6 +308,23 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                         target == host.mac
                     else { continue }
                     if let violation = shared.declared.withLock({ $0.magicPacket(for: target, at: frame.timestamp) }) {
+                        shared.violation(violation)
+                    }
+                }
+            })
+    }
+    for host in linuxHosts {
+        let nic = try host.lab.withNamespace { try CaptureStream(interface: "eth0") }
+        declaredNICs.append(nic)
+        try nic.setFilter("ether src \(proxy.macString) and (ether proto 0x0842 or udp port 9)")
+        declaredWatchers.append(
+            Task {
+                for await frame in nic.frames {
+                    guard let parsed = try? EthernetFrame(parsing: frame.bytes),
+                        let target = parsed.magicPacket?.target ?? parsed.udp?.magicPacket?.target,
+                        target == host.mac
+                    else { continue }
+                    if let violation = shared.linux.withLock({ $0.magicPacket(for: target, at: frame.timestamp) }) {
                         shared.violation(violation)
                     }
                 }
@@ -442,10 +505,16 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         let began = soakNow()
         Task.detached {
             defer { shared.avahiJobs.withLock { $0 -= 1 } }
-            let result = try? await avahi.run(
-                ["avahi-browse", "--resolve", "--parsable", "--terminate", "--no-db-lookup", "_ssh._tcp"],
-                timeout: .seconds(60))
-            let entries = AvahiBrowseEntry.parse(result?.stdout ?? "").filter { $0.event == .resolved }
+            let result: CommandResult
+            do {
+                result = try await avahi.run(
+                    ["avahi-browse", "--resolve", "--parsable", "--terminate", "--no-db-lookup", "_ssh._tcp"],
+                    timeout: .seconds(120))
+            } catch {
+                shared.violation("avahi-browse of _ssh._tcp in the waker: \(error)")
+                return
+            }
+            let entries = AvahiBrowseEntry.parse(result.stdout).filter { $0.event == .resolved }
             var judged = 0
             for host in held {
                 guard case .held(let since, _) = host.state, heldThroughout(host.index, since: since, began: began)
@@ -455,7 +524,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                     $0.name == host.name && $0.address == "\(host.ipv4)" && $0.port == 22
                 }) {
                     shared.violation(
-                        "avahi-browse of _ssh._tcp did not find \(host.name), held throughout, at \(host.ipv4) port 22 (\(entries.count) found)"
+                        "avahi-browse of _ssh._tcp did not find \(host.name), held throughout, at \(host.ipv4) port 22 (\(entries.count) found; exit \(result.status), \(result.stderr.suffix(300)))"
                     )
                 }
             }
@@ -486,6 +555,89 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     }
     shared.declared.withLock { model in
         for index in model.hosts.indices { model.hosts[index].due = start + uniform(10, 40, &declaredRandom) }
+    }
+
+    /// A Linux host goes to sleep, in the background: `sleepproxy-client register`, or a registration as
+    /// SleepProxyClient sends it; once acknowledged, it keeps talking for `talk` (the waker's avahi resolves its
+    /// name: the host answers, and so does the proxy), then suspends (avahi frozen, addresses gone).
+    @Sendable func goToSleep(_ host: SoakLinuxModel.Host, talk: Duration, sleepFor: Duration) async {
+        let avahiThere = linuxAvahi[host.index]
+        var acknowledged = false
+        switch host.kind {
+        case .client:
+            let result = try? await host.lab.run(clientArguments("register", host), timeout: .seconds(30))
+            acknowledged = result?.status == 0
+        case .avahiOnly:
+            let update = ClientMessage.update(
+                id: UInt16(host.sequence) << 8 | UInt16(host.index),
+                records: ClientMessage.host(named: host.name, address: .v4(host.ipv4)),
+                owner: OwnerOption(sequence: host.sequence, primaryMAC: host.mac), lease: UpdateLease(lease: 7200))
+            acknowledged =
+                (try? await runOffCooperativePool {
+                    try host.lab.withNamespace {
+                        let socket = try DatagramSocket(family: .ipv4, interface: "eth0", port: 0)
+                        defer { socket.close() }
+                        try socket.send(
+                            update, to: Endpoint(address: proxyAddress, port: 5354), scopeID: 0, from: .v4(host.ipv4),
+                            interfaceIndex: 0)
+                        let deadline = ContinuousClock.now + .seconds(2)
+                        while ContinuousClock.now < deadline {
+                            guard let reply = try socket.receive() else {
+                                usleep(2_000)
+                                continue
+                            }
+                            if let message = try? DNSMessage(decoding: reply.bytes), message.flags.isResponse {
+                                return message.flags.responseCode == .noError
+                            }
+                        }
+                        return false
+                    }
+                }) ?? false
+        }
+        let acknowledgedAt = soakNow()
+        guard acknowledged else {
+            shared.linux.withLock { model in
+                model.hosts[host.index].pending = true
+                model.hosts[host.index].busy = false
+                model.hosts[host.index].due = soakNow() + .seconds(15)
+            }
+            shared.count("linux_registrations_unacknowledged")
+            return
+        }
+        let talking = Task { _ = try? await avahi.run(["avahi-resolve", "-4", "--name", "\(host.name).local"]) }
+        try? await Task.sleep(for: talk)
+        talking.cancel()
+        avahiThere.freeze()
+        try? lab.sleep(host.lab)
+        shared.linux.withLock { model in
+            model.hosts[host.index].state = .asleep(since: acknowledgedAt)
+            model.hosts[host.index].registeredOnce = true
+            model.hosts[host.index].pending = false
+            model.hosts[host.index].busy = false
+            model.hosts[host.index].due = soakNow() + sleepFor
+            if host.kind == .avahiOnly { model.hosts[host.index].sequence &+= 1 }
+        }
+        shared.count("linux_sleeps_\(host.kind.rawValue)")
+    }
+
+    /// A Linux host comes back, in the background: addresses again, avahi thawed (it probes its names again), and
+    /// `sleepproxy-client return` for the client.
+    @Sendable func comeBack(_ host: SoakLinuxModel.Host, awakeFor: Duration) async {
+        try? lab.wake(host.lab)
+        linuxAvahi[host.index].thaw()
+        if host.kind == .client {
+            let result = try? await host.lab.run(clientArguments("return", host), timeout: .seconds(30))
+            if result?.status != 0 { shared.count("client_returns_failed") }
+        }
+        shared.linux.withLock { model in
+            model.hosts[host.index].state = .awake(since: soakNow())
+            model.hosts[host.index].wake = nil
+            model.hosts[host.index].firstMagic = nil
+            model.hosts[host.index].wakeUncertain = false
+            model.hosts[host.index].busy = false
+            model.hosts[host.index].due = soakNow() + awakeFor
+        }
+        shared.count("linux_returns_\(host.kind.rawValue)")
     }
 
     /// A declared host comes back: its addresses again, and a first frame of its own (an ARP for its gateway), as a
@@ -593,6 +745,11 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 }
             }
             shared.declared.withLock { model in
+                for index in model.hosts.indices where model.hosts[index].wake != nil {
+                    if model.hosts[index].firstMagic == nil { model.hosts[index].wakeUncertain = true }
+                }
+            }
+            shared.linux.withLock { model in
                 for index in model.hosts.indices where model.hosts[index].wake != nil {
                     if model.hosts[index].firstMagic == nil { model.hosts[index].wakeUncertain = true }
                 }
@@ -734,6 +891,40 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             }
         }
 
+        // What each Linux host does on its own: sleeps after registering, comes back a second after the first magic
+        // packet of a wake, or by itself.
+        for index in linuxHosts.indices {
+            let host = shared.linux.withLock { $0.hosts[index] }
+            guard !host.busy else { continue }
+            switch host.state {
+            case .awake:
+                guard now >= host.due, daemonSettled(now, 5) else { break }
+                let talk = uniform(1, 3, &linuxRandom)
+                let sleepFor = uniform(60, 180, &linuxRandom)
+                shared.linux.withLock { $0.hosts[index].busy = true }
+                Task.detached { await goToSleep(host, talk: talk, sleepFor: sleepFor) }
+            case .asleep:
+                let comesBack: Bool
+                if let first = host.firstMagic {
+                    comesBack = now - first > .seconds(1)
+                } else if let wake = host.wake, now - wake.at > .seconds(10), daemonSettled(now, 10) {
+                    if host.wakeUncertain {
+                        shared.linux.withLock { $0.hosts[index].wake = nil }
+                        count("wakes_lost_to_a_fault")
+                    } else {
+                        violation("the Linux host \(host.name) was not woken within 10 s of \(wake.trigger)")
+                    }
+                    comesBack = false
+                } else {
+                    comesBack = host.wake == nil && now >= host.due
+                }
+                guard comesBack else { break }
+                let awakeFor = uniform(20, 60, &linuxRandom)
+                shared.linux.withLock { $0.hosts[index].busy = true }
+                Task.detached { await comeBack(host, awakeFor: awakeFor) }
+            }
+        }
+
         // Space back for 30 s: every registration unacknowledged meanwhile has been acknowledged since.
         if diskFullUntil == nil, let freed = diskFreedAt, now - freed > .seconds(30), daemonSettled(now, 30) {
             // Hosts that retry every second or two; one whose lease ran out meanwhile sleeps again only later.
@@ -774,9 +965,54 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             }
             let roll = actionRandom.next() % 100
             let pick = actionRandom.next()
-            // One action in eight is on a declared host, away from a fault (a reload changes what is declared).
-            let onDeclared = actionRandom.next() % 8 == 0
-            if onDeclared, options.declaredHosts > 0, now - shared.lastFault.withLock({ $0 }) > .seconds(3) {
+            // One action in eight is on a declared host, away from a fault (a reload changes what is declared), one
+            // in sixteen on a Linux host.
+            let special = actionRandom.next() % 16
+            if special == 2, daemonSettled(now, 10) {
+                let model = shared.linux.withLock { $0 }
+                let heldLinux = model.hosts.indices.filter { model.held($0, at: now) }
+                let awakeLinux = model.hosts.indices.filter {
+                    if case .awake(let since) = model.hosts[$0].state, !model.hosts[$0].busy {
+                        return model.hosts[$0].registeredOnce && !model.hosts[$0].pending && now - since > .seconds(15)
+                    }
+                    return false
+                }
+                func chosenIndex(_ candidates: [Int]) -> Int? {
+                    candidates.isEmpty ? nil : candidates[Int(pick % UInt64(candidates.count))]
+                }
+                switch roll % 10 {
+                case 0..<5:
+                    guard let index = chosenIndex(heldLinux) else { break }
+                    let host = model.hosts[index]
+                    count("linux_queries")
+                    if let answer = try ask(name: host.name, wait: options.answerWithin) {
+                        answerLatencies.append((now, answer.latency))
+                        if !answer.addresses.contains(host.ipv4) {
+                            violation("the Linux host \(host.name) answered with \(answer.addresses), not \(host.ipv4)")
+                        }
+                    } else {
+                        violation(
+                            "the Linux host \(host.name), asleep and held, was not answered within \(options.answerWithin)"
+                        )
+                    }
+                case 5:
+                    guard let index = chosenIndex(awakeLinux) else { break }
+                    count("linux_queries_for_awake")
+                    // The host answers for itself, to port 5353 only: a legacy question from another port hears only
+                    // the proxy, which must have let go.
+                    if let answer = try ask(name: model.hosts[index].name, wait: .milliseconds(300)) {
+                        violation(
+                            "the Linux host \(model.hosts[index].name), awake, was answered for: \(answer.addresses)")
+                    }
+                default:
+                    guard let index = chosenIndex(heldLinux) else { break }
+                    let host = model.hosts[index]
+                    count("linux_connections")
+                    shared.linux.withLock { $0.hosts[index].wake = (soakNow(), "a SYN to port 22") }
+                    let address = "\(host.ipv4)"
+                    Task.detached { _ = try? await lab.run(.waker, ["nc", "-z", "-w", "1", address, "22"]) }
+                }
+            } else if special < 2, options.declaredHosts > 0, now - shared.lastFault.withLock({ $0 }) > .seconds(3) {
                 let model = shared.declared.withLock { $0 }
                 let taken = model.hosts.indices.filter { model.takenOver($0, at: now, daemonUp: daemon.upSince) }
                 let awakeDeclared = model.hosts.indices.filter {
@@ -985,8 +1221,13 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 }
                 count("listing_checks")
                 // A real responder on the link never sees a conflict with what the proxy answers.
-                if let line = avahi.log.split(separator: "\n").first(where: { $0.lowercased().contains("conflict") }) {
-                    violation("avahi-daemon in the waker logged a conflict: \(line)")
+                for instance in [avahi] + linuxAvahi {
+                    if let line = instance.log.split(separator: "\n").first(where: {
+                        $0.lowercased().contains("conflict")
+                    }) {
+                        violation(
+                            "avahi-daemon in \(instance.extraHost?.name ?? "the waker") logged a conflict: \(line)")
+                    }
                 }
                 // The store, read as another process reads it, agrees for the same hosts.
                 // After a full disk, the store is judged again once the daemon says it caught up (or 30 s on).

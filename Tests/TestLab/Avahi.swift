@@ -51,7 +51,15 @@ public struct AvahiService: Sendable, Hashable {
 /// or the helpers built on it, which set `DBUS_SYSTEM_BUS_ADDRESS` to this instance's bus.
 public final class AvahiInstance: Sendable {
     public let lab: Lab
-    public let role: Lab.Role
+    /// The lab host it runs in; nil for an extra host (``extraHost``).
+    public var role: Lab.Role? {
+        if case .role(let role) = place { role } else { nil }
+    }
+    /// The extra host it runs in, if it runs in one.
+    public var extraHost: ExtraHost? {
+        if case .extra(let host) = place { host } else { nil }
+    }
+    let place: AvahiPlace
     /// The host name asked for in the configuration, without `.local`.
     public let hostName: String
     /// The host name the daemon reported at startup, such as `sleeper.local`; differs from
@@ -68,7 +76,7 @@ public final class AvahiInstance: Sendable {
 
     init(
         lab: Lab,
-        role: Lab.Role,
+        place: AvahiPlace,
         hostName: String,
         announcedHostName: String,
         directory: String,
@@ -77,7 +85,7 @@ public final class AvahiInstance: Sendable {
         bus: LabProcess
     ) {
         self.lab = lab
-        self.role = role
+        self.place = place
         self.hostName = hostName
         self.announcedHostName = announcedHostName
         self.directory = directory
@@ -119,14 +127,14 @@ public final class AvahiInstance: Sendable {
 
     /// Runs `arguments` in this instance's host with `DBUS_SYSTEM_BUS_ADDRESS` set to its bus.
     public func run(_ arguments: [String], timeout: Duration = .seconds(10)) async throws -> CommandResult {
-        try await lab.run(role, ["env", "DBUS_SYSTEM_BUS_ADDRESS=\(busAddress)"] + arguments, timeout: timeout)
+        try await place.run(lab, ["env", "DBUS_SYSTEM_BUS_ADDRESS=\(busAddress)"] + arguments, timeout: timeout)
     }
 
     /// `avahi-browse -rptk <type>`: what the daemon knows of `type` (its cache, plus about a second of
     /// querying), resolved. Throws if the tool fails (for example when the daemon is gone).
     public func browse(_ type: String) async throws -> [AvahiBrowseEntry] {
         let result = try await run(["avahi-browse", "--resolve", "--parsable", "--terminate", "--no-db-lookup", type])
-        guard result.succeeded else { throw LabError("avahi-browse \(type) in \(role.rawValue) failed: \(result)") }
+        guard result.succeeded else { throw LabError("avahi-browse \(type) in \(place.name) failed: \(result)") }
         return AvahiBrowseEntry.parse(result.stdout)
     }
 
@@ -139,7 +147,7 @@ public final class AvahiInstance: Sendable {
     ) async throws -> [AvahiBrowseEntry] {
         var last: [AvahiBrowseEntry] = []
         do {
-            return try await eventually("avahi-browse \(type) in \(role.rawValue)", within: timeout) {
+            return try await eventually("avahi-browse \(type) in \(place.name)", within: timeout) {
                 last = try await browse(type)
                 return condition(last) ? last : nil
             }
@@ -151,7 +159,7 @@ public final class AvahiInstance: Sendable {
     /// Starts a continuous `avahi-browse -rpk <type>`, which also reports removals (goodbyes, expiry).
     public func startBrowsing(_ type: String) throws -> AvahiBrowser {
         let browse = ["avahi-browse", "--resolve", "--parsable", "--no-db-lookup", type]
-        let process = try lab.spawn(role, ["env", "DBUS_SYSTEM_BUS_ADDRESS=\(busAddress)"] + browse)
+        let process = try place.spawn(lab, ["env", "DBUS_SYSTEM_BUS_ADDRESS=\(busAddress)"] + browse)
         return AvahiBrowser(process: process)
     }
 
@@ -175,7 +183,7 @@ public final class AvahiInstance: Sendable {
     private func resolution(_ result: CommandResult, asking what: String) throws -> AvahiResolution? {
         if !result.succeeded || result.stdout.isEmpty {
             if result.stderr.contains("Failed to resolve") { return nil }
-            throw LabError("avahi-resolve for \(what) in \(role.rawValue) failed: \(result)")
+            throw LabError("avahi-resolve for \(what) in \(place.name) failed: \(result)")
         }
         let line = result.stdout.split(separator: "\n").first ?? ""
         let fields = line.split(separator: "\t", maxSplits: 1)
@@ -197,7 +205,66 @@ public struct AvahiResolution: Sendable, Hashable {
     }
 }
 
+/// Where an avahi-daemon runs: one of the lab's three hosts or an extra one.
+enum AvahiPlace: Sendable {
+    case role(Lab.Role)
+    case extra(ExtraHost)
+
+    /// `sleeper`, or the extra host's name.
+    var name: String {
+        switch self {
+        case .role(let role): role.rawValue
+        case .extra(let host): host.name
+        }
+    }
+
+    func namespace(_ lab: Lab) -> String {
+        switch self {
+        case .role(let role): lab.host(role).namespace
+        case .extra(let host): host.namespace
+        }
+    }
+
+    func spawn(_ lab: Lab, _ arguments: [String]) throws -> LabProcess {
+        switch self {
+        case .role(let role): try lab.spawn(role, arguments)
+        case .extra(let host): try lab.spawn(in: host, arguments)
+        }
+    }
+
+    func run(_ lab: Lab, _ arguments: [String], timeout: Duration) async throws -> CommandResult {
+        switch self {
+        case .role(let role): try await lab.run(role, arguments, timeout: timeout)
+        case .extra(let host): try await host.run(arguments, timeout: timeout)
+        }
+    }
+
+    func runBlocking(_ lab: Lab, _ arguments: [String], timeout: Duration) throws -> CommandResult {
+        switch self {
+        case .role(let role):
+            return try lab.run(role, arguments, timeout: timeout)
+        case .extra(let host):
+            guard let ip = Subprocess.which("ip") else { throw LabError(Lab.unsupportedReason ?? "`ip` not found") }
+            return try Subprocess.run([ip, "netns", "exec", host.namespace] + arguments, timeout: timeout)
+        }
+    }
+}
+
 extension Lab {
+    /// ``startAvahi(on:hostName:services:staticHosts:configuration:startup:)`` in an extra host.
+    public func startAvahi(
+        on host: ExtraHost,
+        hostName: String,
+        services: [AvahiService] = [],
+        staticHosts: [(name: String, address: String)] = [],
+        configuration: [String: [String: String]] = [:],
+        startup: Duration = .seconds(10)
+    ) async throws -> AvahiInstance {
+        try await startAvahi(
+            at: .extra(host), hostName: hostName, services: services, staticHosts: staticHosts,
+            configuration: configuration, startup: startup)
+    }
+
     /// Starts avahi-daemon in `role`'s namespace as host `hostName` (without `.local`), publishing `services`,
     /// and waits (at most 10 seconds) until it has probed its host name and established every service.
     ///
@@ -217,14 +284,27 @@ extension Lab {
         configuration: [String: [String: String]] = [:],
         startup: Duration = .seconds(10)
     ) async throws -> AvahiInstance {
+        try await startAvahi(
+            at: .role(role), hostName: hostName, services: services, staticHosts: staticHosts,
+            configuration: configuration, startup: startup)
+    }
+
+    private func startAvahi(
+        at place: AvahiPlace,
+        hostName: String,
+        services: [AvahiService],
+        staticHosts: [(name: String, address: String)],
+        configuration: [String: [String: String]],
+        startup: Duration
+    ) async throws -> AvahiInstance {
         // It waits for the daemon's output, blocking: off the cooperative thread pool.
         try await runOffCooperativePool { [self] in
-            let namespace = try run(role, ["ip", "netns", "identify"], timeout: .seconds(5))
-            guard namespace.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == host(role).namespace else {
-                throw LabError("refusing to start avahi-daemon: not inside \(host(role).namespace): \(namespace)")
+            let namespace = try place.runBlocking(self, ["ip", "netns", "identify"], timeout: .seconds(5))
+            guard namespace.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == place.namespace(self) else {
+                throw LabError("refusing to start avahi-daemon: not inside \(place.namespace(self)): \(namespace)")
             }
 
-            let directory = try makeDirectory(prefix: "avahi-\(role.rawValue)-")
+            let directory = try makeDirectory(prefix: "avahi-\(place.name)-")
             func write(_ text: String, to name: String) throws {
                 try text.write(toFile: directory + "/" + name, atomically: false, encoding: .utf8)
             }
@@ -240,7 +320,7 @@ extension Lab {
             var started: [LabProcess] = []
             do {
                 return try launchAvahi(
-                    on: role, hostName: hostName, directory: directory, services: services.count,
+                    at: place, hostName: hostName, directory: directory, services: services.count,
                     staticHosts: staticHosts.count, startup: startup
                 ) {
                     started.append($0)
@@ -255,7 +335,7 @@ extension Lab {
     /// Starts the bus and the daemon for the files in `directory`; `started` learns each process at once, so the
     /// caller can stop them if a later step fails.
     private func launchAvahi(
-        on role: Role,
+        at place: AvahiPlace,
         hostName: String,
         directory: String,
         services expectedServices: Int,
@@ -265,15 +345,15 @@ extension Lab {
     ) throws -> AvahiInstance {
         let deadline = ContinuousClock.now + startup
         let socket = directory + "/bus"
-        let bus = try spawn(
-            role,
+        let bus = try place.spawn(
+            self,
             [
                 "dbus-daemon", "--config-file=\(directory)/bus.conf", "--nofork", "--nopidfile",
                 "--address=unix:path=\(socket)", "--print-address=1",
             ]
         )
         started(bus)
-        try Self.waitForOutput(of: bus, "the private D-Bus in \(role.rawValue)", deadline: deadline) {
+        try Self.waitForOutput(of: bus, "the private D-Bus in \(place.name)", deadline: deadline) {
             $0.stdout.contains("unix:path=")
         }
         let busAddress = "unix:path=\(socket)"
@@ -286,8 +366,8 @@ extension Lab {
             mount --bind "$1" /etc/avahi
             exec avahi-daemon --no-chroot --no-drop-root --no-rlimits --no-proc-title -f "$1/avahi-daemon.conf"
             """
-        let daemon = try spawn(
-            role,
+        let daemon = try place.spawn(
+            self,
             [
                 "env", "DBUS_SYSTEM_BUS_ADDRESS=\(busAddress)", "unshare", "--mount", "--propagation", "private",
                 "sh", "-c", script, "avahi-daemon", directory,
@@ -295,7 +375,7 @@ extension Lab {
         )
         started(daemon)
         var announced = ""
-        let startup = "avahi-daemon in \(role.rawValue) to start up"
+        let startup = "avahi-daemon in \(place.name) to start up"
         try Self.waitForOutput(of: daemon, startup, deadline: deadline) { process in
             let log = process.stderr
             guard let name = Self.announcedHostName(in: log) else { return false }
@@ -306,7 +386,7 @@ extension Lab {
         }
         return AvahiInstance(
             lab: self,
-            role: role,
+            place: place,
             hostName: hostName,
             announcedHostName: announced,
             directory: directory,

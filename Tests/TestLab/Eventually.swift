@@ -22,7 +22,7 @@ public func eventually<Value: Sendable>(
 }
 
 /// Runs blocking `work` on a Dispatch thread, so the cooperative pool stays free for the tests' own tasks.
-func runOffCooperativePool<Value: Sendable>(
+public func runOffCooperativePool<Value: Sendable>(
     _ work: @escaping @Sendable () throws -> Value
 ) async throws -> Value {
     try await withCheckedThrowingContinuation { continuation in
