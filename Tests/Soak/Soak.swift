@@ -15,20 +15,23 @@ public import TestLab
 #endif
 
 /// How long and how hard to soak, and what. `fromEnvironment` reads `SOAK_MINUTES` (60), `SOAK_SEED` (random),
-/// `SOAK_HOSTS` (150), `SOAK_LEASE` (120 s), `SOAK_ACTIONS_PER_SECOND` (4), `SOAK_FAULT_SECONDS` (90: the mean
-/// time between a reload, a restart or a crash: each gap drawn between half and one and a half times it) and
-/// `SOAK_DECLARED` (3).
+/// `SOAK_HOSTS` (300), `SOAK_LEASE` (120 s), `SOAK_ACTIONS_PER_SECOND` (4), `SOAK_FAULT_SECONDS` (90: the mean
+/// time between a reload or a full disk, each gap drawn between half and one and a half times it),
+/// `SOAK_RESTART_SECONDS` (600: the same for a restart or a crash) and `SOAK_DECLARED` (3).
 public struct SoakOptions: Sendable {
     public var minutes: Double
     public var seed: UInt64
-    /// Mac-style hosts, at 10.77.0.100 and up: at most 150.
+    /// Mac-style hosts, at 10.78.1.10 and up: at most 1,000.
     public var hosts: Int
     /// The lease each registration asks for, in seconds.
     public var lease: UInt32
     /// Random actions (queries, connections, wakes, forgets) a second, on average.
     public var actionsPerSecond: Double
-    /// The mean time between faults, in seconds.
+    /// The mean time between reloads and full disks, in seconds.
     public var faultSeconds: Double
+    /// The mean time between restarts and crashes, in seconds: long enough for the daemon's memory to be judged
+    /// within each run of it.
+    public var restartSeconds: Double
     /// How soon a held host's name must be answered.
     public var answerWithin: Duration
     /// Machines declared in the configuration, at 10.77.0.10 and up: at most 10.
@@ -38,14 +41,16 @@ public struct SoakOptions: Sendable {
 
     public init(
         minutes: Double, seed: UInt64, hosts: Int, lease: UInt32, actionsPerSecond: Double, faultSeconds: Double,
-        answerWithin: Duration = .seconds(1), declaredHosts: Int = 3, daemonPath: String, ctlPath: String
+        restartSeconds: Double = 600, answerWithin: Duration = .seconds(1), declaredHosts: Int = 3,
+        daemonPath: String, ctlPath: String
     ) {
         self.minutes = minutes
         self.seed = seed
-        self.hosts = min(max(hosts, 1), 150)
+        self.hosts = min(max(hosts, 1), 1_000)
         self.lease = lease
         self.actionsPerSecond = actionsPerSecond
         self.faultSeconds = faultSeconds
+        self.restartSeconds = restartSeconds
         self.answerWithin = answerWithin
         self.declaredHosts = min(max(declaredHosts, 0), 10)
         self.daemonPath = daemonPath
@@ -57,10 +62,11 @@ public struct SoakOptions: Sendable {
         return SoakOptions(
             minutes: environment["SOAK_MINUTES"].flatMap(Double.init) ?? 60,
             seed: environment["SOAK_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64(UInt32.max)),
-            hosts: environment["SOAK_HOSTS"].flatMap { Int($0) } ?? 150,
+            hosts: environment["SOAK_HOSTS"].flatMap { Int($0) } ?? 300,
             lease: environment["SOAK_LEASE"].flatMap { UInt32($0) } ?? 120,
             actionsPerSecond: environment["SOAK_ACTIONS_PER_SECOND"].flatMap(Double.init) ?? 4,
             faultSeconds: environment["SOAK_FAULT_SECONDS"].flatMap(Double.init) ?? 90,
+            restartSeconds: environment["SOAK_RESTART_SECONDS"].flatMap(Double.init) ?? 600,
             declaredHosts: environment["SOAK_DECLARED"].flatMap { Int($0) } ?? 3,
             daemonPath: daemonPath, ctlPath: ctlPath)
     }
@@ -88,11 +94,11 @@ public struct SoakReport: Sendable {
         var aims = ["aim soak violations (0): \(violations.count), \(verdict(violations.isEmpty))"]
         let rss = number("soak_rss_anon_mb_per_hour")
         aims.append(
-            "aim soak RssAnon slope after the first tenth (< 1 MB/h): \(figure["soak_rss_anon_mb_per_hour"] ?? "n/a") MB/h, \(verdict(rss.map { $0 < 1 }))"
+            "aim soak RssAnon slope after warm-up (< 1 MB/h; within each run of the daemon after its first two minutes, from the first tenth on; \(figure["soak_slope_runs"] ?? "0") runs, \(figure["soak_slope_minutes"] ?? "0") min): \(figure["soak_rss_anon_mb_per_hour"] ?? "n/a") MB/h, \(verdict(rss.map { $0 < 1 }))"
         )
         let fds = number("soak_fds_per_hour")
         aims.append(
-            "aim soak descriptors after the first tenth (flat, |slope| < 1/h): \(figure["soak_fds_per_hour"] ?? "n/a")/h, \(verdict(fds.map { abs($0) < 1 }))"
+            "aim soak descriptors after warm-up (flat, |slope| < 1/h): \(figure["soak_fds_per_hour"] ?? "n/a")/h, \(verdict(fds.map { abs($0) < 1 }))"
         )
         let events = number("soak_store_events_max")
         aims.append(
@@ -159,6 +165,13 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             due: .zero)
     }
     let declaredConfiguration = SoakDeclaredModel.configurations(declaredHosts)
+    // The Mac-style hosts live on a second network of the link, 10.78.0.0/16; the proxy, the sleeper and the
+    // waker get an address on it before the daemon starts.
+    for role in [Lab.Role.proxy, .sleeper, .waker] {
+        let added = try await lab.run(
+            role, ["ip", "address", "add", "10.78.0.\(role.number)/16", "dev", "eth0"])
+        guard added.succeeded else { throw LabError("a second network for \(role.rawValue): \(added)") }
+    }
     let daemon = try await SoakDaemon(
         lab: lab, daemonPath: options.daemonPath, ctlPath: options.ctlPath, stateMegabytes: 32,
         declared: declaredConfiguration.tables, neverWake: declaredConfiguration.neverWake)
@@ -505,11 +518,15 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         let began = soakNow()
         Task.detached {
             defer { shared.avahiJobs.withLock { $0 -= 1 } }
+            // For 20 s, then interrupted as a user would: under churn, services come and go all the time and
+            // `--terminate` waits for a quiet moment that may never come.
             let result: CommandResult
             do {
                 result = try await avahi.run(
-                    ["avahi-browse", "--resolve", "--parsable", "--terminate", "--no-db-lookup", "_ssh._tcp"],
-                    timeout: .seconds(120))
+                    [
+                        "timeout", "-s", "INT", "20", "avahi-browse", "--resolve", "--parsable", "--no-db-lookup",
+                        "_ssh._tcp",
+                    ], timeout: .seconds(40))
             } catch {
                 shared.violation("avahi-browse of _ssh._tcp in the waker: \(error)")
                 return
@@ -543,6 +560,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     let start = soakNow()
     let end = start + .milliseconds(Int(options.minutes * 60_000))
     var nextFault = start + uniform(0.5 * options.faultSeconds, 1.5 * options.faultSeconds, &faultRandom)
+    var nextRestart = start + uniform(0.5 * options.restartSeconds, 1.5 * options.restartSeconds, &faultRandom)
     // Actions come as a Poisson process of SOAK_ACTIONS_PER_SECOND.
     func actionGap() -> Duration {
         let uniform = Double(actionRandom.next() % 1_000_000 + 1) / 1_000_001
@@ -707,11 +725,19 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             storeChecksAfter = now + .seconds(30)
             say("disk freed")
         }
-        if now >= nextFault, now - lastReturn > .seconds(2), diskFullUntil == nil {
-            nextFault = now + uniform(0.5 * options.faultSeconds, 1.5 * options.faultSeconds, &faultRandom)
+        if now >= nextFault || now >= nextRestart, now - lastReturn > .seconds(2), diskFullUntil == nil {
+            // 0: a reload, 1: a full disk (a reload twice as often), 2: a restart, 3: a crash.
+            let fault: UInt64
+            if now >= nextRestart {
+                nextRestart = now + uniform(0.5 * options.restartSeconds, 1.5 * options.restartSeconds, &faultRandom)
+                fault = 2 + faultRandom.next() % 2
+            } else {
+                nextFault = now + uniform(0.5 * options.faultSeconds, 1.5 * options.faultSeconds, &faultRandom)
+                fault = faultRandom.next() % 3 == 2 ? 1 : 0
+            }
             shared.lastFault.withLock { $0 = now }
-            switch faultRandom.next() % 5 {
-            case 0, 1:
+            switch fault {
+            case 0:
                 try await daemon.reload()
                 shared.declared.withLock { $0.configure(daemon.configurationIndex, at: soakNow()) }
                 count("reloads")
@@ -1317,7 +1343,16 @@ private func soakFigures(
     for kind in counts.keys.sorted() { figures.append(("soak_events_\(kind)", "\(counts[kind] ?? 0)")) }
     figures.append(("soak_violations", "\(violations)"))
     let length = seconds((samples.last?.time ?? start) - start)
-    let warm = samples.filter { seconds($0.time - start) >= length / 10 }
+    // After the first tenth of the run, and after the first two minutes of each run of the daemon (its start, the
+    // hosts restored and taken over, its caches filled).
+    var generationStart: [Int: Duration] = [:]
+    for sample in samples where generationStart[sample.generation] == nil {
+        generationStart[sample.generation] = sample.time
+    }
+    let warm = samples.filter { sample in
+        seconds(sample.time - start) >= length / 10
+            && sample.time - (generationStart[sample.generation] ?? sample.time) >= .seconds(120)
+    }
     if let first = samples.first, let last = samples.last {
         figures += [
             ("soak_rss_anon_mb_start", String(format: "%.1f", Double(first.rssAnonKB) / 1024)),
@@ -1341,21 +1376,38 @@ private func soakFigures(
         }
         figures.append(("soak_cpu_percent", wall > 0 ? String(format: "%.2f", 100 * cpu / wall) : "n/a"))
     }
-    // Slopes within each run of the daemon (a restart starts afresh), weighted by the run's length.
+    // Slopes within each run of the daemon (a restart starts afresh) of at least three warm minutes, weighted by
+    // the run's length.
+    var judgedRuns = 0
+    var warmMinutes = 0.0
     func slope(_ value: (SoakSample) -> Double) -> String {
         var weighted = 0.0
         var weights = 0.0
+        judgedRuns = 0
         for generation in Set(warm.map(\.generation)) {
             let points = warm.filter { $0.generation == generation }.map {
                 (time: seconds($0.time - start), value: value($0))
             }
-            guard let slope = slopePerHour(points), let first = points.first, let last = points.last else { continue }
+            guard let slope = slopePerHour(points), let first = points.first, let last = points.last,
+                last.time - first.time >= 180
+            else { continue }
+            judgedRuns += 1
             weighted += slope * (last.time - first.time)
             weights += last.time - first.time
         }
         return weights > 0 ? String(format: "%.3f", weighted / weights) : "n/a"
     }
     figures.append(("soak_rss_anon_mb_per_hour", slope { Double($0.rssAnonKB) / 1024 }))
+    warmMinutes = 0
+    for generation in Set(warm.map(\.generation)) {
+        let times = warm.filter { $0.generation == generation }.map(\.time)
+        if let first = times.first, let last = times.last, last - first >= .seconds(180) {
+            warmMinutes += seconds(last - first) / 60
+        }
+    }
+    figures.append(("soak_slope_runs", "\(judgedRuns)"))
+    figures.append(("soak_slope_minutes", String(format: "%.1f", warmMinutes)))
+    figures.append(("soak_daemon_runs", "\(Set(samples.map(\.generation)).count)"))
     figures.append(("soak_fds_per_hour", slope { Double($0.fds) }))
     figures.append(("soak_store_bytes_per_hour", slope { Double($0.storeBytes) }))
     func tenth(_ values: [(at: Duration, latency: Duration)], last: Bool) -> String {

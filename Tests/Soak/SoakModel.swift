@@ -59,8 +59,14 @@ struct SoakModel: Sendable {
             Host(
                 index: index, name: "soak\(index)",
                 mac: MACAddress(bytes: [0x02, 0x55, 0x00, 0x00, UInt8(index >> 8), UInt8(index & 0xFF)])!,
-                ipv4: IPv4Address(bytes: [10, 77, 0, UInt8(100 + index)])!)
+                ipv4: Self.address(index))
         }
+    }
+
+    /// Host `index`'s address: 10.78.(1 + index / 200).(10 + index % 200), on the second network the soak gives
+    /// the link (10.78.0.0/16), so that a few hundred hosts fit.
+    static func address(_ index: Int) -> IPv4Address {
+        IPv4Address(bytes: [10, 78, UInt8(1 + index / 200), UInt8(10 + index % 200)])!
     }
 
     func host(mac: MACAddress) -> Int? { hosts.firstIndex { $0.mac == mac } }

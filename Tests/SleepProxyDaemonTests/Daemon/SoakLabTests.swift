@@ -18,7 +18,7 @@ struct SoakLabTests {
         let options = SoakOptions(
             // The debug daemon shares two cores with the other lab tests of a full run: answers get 3 s here, 1 s
             // in `make soak`.
-            minutes: 2, seed: seed, hosts: 40, lease: 30, actionsPerSecond: 4, faultSeconds: 25,
+            minutes: 2, seed: seed, hosts: 40, lease: 30, actionsPerSecond: 4, faultSeconds: 25, restartSeconds: 40,
             answerWithin: .seconds(3),
             daemonPath: directory.appendingPathComponent("sleepproxyd").path,
             ctlPath: directory.appendingPathComponent("sleepproxyctl").path)
