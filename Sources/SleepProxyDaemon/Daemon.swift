@@ -256,11 +256,15 @@ public final class Daemon: @unchecked Sendable {
             // Interface addresses change (DHCP, SLAAC): refresh what is on-link now and then.
             let refresh = DispatchSource.makeTimerSource(queue: queue)
             refresh.schedule(deadline: .now() + .seconds(10), repeating: .seconds(10))
+            var ticks = 0
             refresh.setEventHandler { [weak self] in
                 guard let self else { return }
                 followClockSteps()
                 refreshLinks()
                 storeCatchUp.run(holding: core)
+                // Once a minute, what the allocator keeps freed goes back to the system (see AllocatorTuning).
+                ticks += 1
+                if ticks % 6 == 0 { AllocatorTuning.returnFreeMemory() }
             }
             refresh.activate()
             sources.append(refresh)

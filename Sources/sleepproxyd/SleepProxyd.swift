@@ -154,6 +154,8 @@ struct SleepProxyd: ParsableCommand {
     }
 
     func run() throws {
+        // Before any thread starts.
+        let arenas = AllocatorTuning.limitArenas()
         let context = SettingsContext.system()
         let loaded: (settings: Settings, fileFound: Bool)
         let configuration: DaemonConfiguration
@@ -179,6 +181,7 @@ struct SleepProxyd: ParsableCommand {
         let level = StderrLogHandler.SharedLevel(loaded.settings.logLevel)
         let logger = Logger(label: "sleepproxyd") { StderrLogHandler(label: $0, sharedLevel: level) }
         logger.info("configuration from \(source)")
+        logger.info("memory: \(arenas)")
         if !variables.isEmpty { logger.info("configuration from the environment: \(variables.joined(separator: " "))") }
         for line in loaded.settings.logLines() { logger.info("\(line)") }
         for warning in loaded.settings.warnings { logger.warning("configuration: \(warning)") }

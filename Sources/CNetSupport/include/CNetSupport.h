@@ -252,4 +252,14 @@ int64_t sp_raise_effective_capabilities(uint64_t wanted);
 /// every send failed: the first one's error).
 int sp_send_frames(uint32_t interface_index, const uint8_t *bytes, const size_t *lengths, size_t count);
 
+// MARK: The allocator
+
+/// Limits glibc's allocator to `arenas` arenas (mallopt M_ARENA_MAX); arenas already made stay. Returns 0, or -1
+/// if the allocator refused.
+int sp_limit_allocator_arenas(int arenas);
+
+/// Gives the allocator's free memory back to the system (malloc_trim(0): the top of each arena and the whole
+/// free pages inside it). Returns 1 if some went back, 0 if none.
+int sp_return_free_memory(void);
+
 #endif

@@ -1,0 +1,13 @@
+// The C library allocator's knobs that Swift cannot reach (malloc.h is not part of the Glibc module).
+
+#include "CNetSupport.h"
+
+#include <malloc.h>
+
+int sp_limit_allocator_arenas(int arenas) {
+    return mallopt(M_ARENA_MAX, arenas) == 1 ? 0 : -1;
+}
+
+int sp_return_free_memory(void) {
+    return malloc_trim(0);
+}
