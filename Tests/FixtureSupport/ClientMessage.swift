@@ -37,13 +37,13 @@ public enum ClientMessage {
     }
 
     /// An unsolicited announcement of `records` with the OWNER option, as a Mac sends while it falls asleep
-    /// (the same sequence number) and when it wakes (the next one). Reverse-mapping PTRs are left out: Macs
-    /// announce those separately.
-    public static func announcement(records: [DNSRecord], owner: OwnerOption) -> [UInt8] {
+    /// (the same sequence number) and when it wakes (the next one); without it (nil) as a Mac announces more
+    /// than 60 s after its last wake. Reverse-mapping PTRs are left out: Macs announce those separately.
+    public static func announcement(records: [DNSRecord], owner: OwnerOption?) -> [UInt8] {
         let message = DNSMessage(
             id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
             answers: records.filter { ReverseMapping.address(of: $0) == nil },
-            additionals: [.opt(EDNSHeader(udpPayloadSize: 1440, flags: 0), options: [.owner(owner)])])
+            additionals: owner.map { [.opt(EDNSHeader(udpPayloadSize: 1440, flags: 0), options: [.owner($0)])] } ?? [])
         return try! message.encoded()
     }
 

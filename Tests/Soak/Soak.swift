@@ -38,6 +38,9 @@ public struct SoakOptions: Sendable {
     public var declaredHosts: Int
     public var daemonPath: String
     public var ctlPath: String
+    /// A file to write every answer and wake latency, fault and resource sample to, one a line, for a closer look
+    /// (`SOAK_LATENCY_LOG`).
+    public var latencyLog: String?
 
     public init(
         minutes: Double, seed: UInt64, hosts: Int, lease: UInt32, actionsPerSecond: Double, faultSeconds: Double,
@@ -59,7 +62,7 @@ public struct SoakOptions: Sendable {
 
     public static func fromEnvironment(daemonPath: String, ctlPath: String) -> SoakOptions {
         let environment = ProcessInfo.processInfo.environment
-        return SoakOptions(
+        var options = SoakOptions(
             minutes: environment["SOAK_MINUTES"].flatMap(Double.init) ?? 60,
             seed: environment["SOAK_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64(UInt32.max)),
             hosts: environment["SOAK_HOSTS"].flatMap { Int($0) } ?? 300,
@@ -69,6 +72,8 @@ public struct SoakOptions: Sendable {
             restartSeconds: environment["SOAK_RESTART_SECONDS"].flatMap(Double.init) ?? 600,
             declaredHosts: environment["SOAK_DECLARED"].flatMap { Int($0) } ?? 3,
             daemonPath: daemonPath, ctlPath: ctlPath)
+        options.latencyLog = environment["SOAK_LATENCY_LOG"].flatMap { $0.isEmpty ? nil : $0 }
+        return options
     }
 }
 
@@ -94,7 +99,7 @@ public struct SoakReport: Sendable {
         var aims = ["aim soak violations (0): \(violations.count), \(verdict(violations.isEmpty))"]
         let rss = number("soak_rss_anon_mb_per_hour")
         aims.append(
-            "aim soak RssAnon slope after warm-up (< 1 MB/h; within each run of the daemon after its first two minutes, from the first tenth on; \(figure["soak_slope_runs"] ?? "0") runs, \(figure["soak_slope_minutes"] ?? "0") min): \(figure["soak_rss_anon_mb_per_hour"] ?? "n/a") MB/h, \(verdict(rss.map { $0 < 1 }))"
+            "aim soak RssAnon slope after warm-up (< 1 MB/h; within each run of the daemon after its first two minutes, from the first tenth on and once the store is full (minute \(figure["soak_store_full_minute"] ?? "n/a")); \(figure["soak_slope_runs"] ?? "0") runs, \(figure["soak_slope_minutes"] ?? "0") min): \(figure["soak_rss_anon_mb_per_hour"] ?? "n/a") MB/h, \(verdict(rss.map { $0 < 1 }))"
         )
         let fds = number("soak_fds_per_hour")
         aims.append(
@@ -127,6 +132,12 @@ private final class SoakShared: Sendable {
     let avahiJobs = Mutex(0)
     /// When the last fault (a reload, a stop, a crash, a full disk) began: a job that spans one is not judged.
     let lastFault = Mutex(Duration.zero)
+    /// When the last stop or crash began: the proxy takes its hosts over again after the start.
+    let lastRestart = Mutex(Duration.zero)
+    /// Whether the store lags what the daemon holds (the disk full, or freed and not caught up yet), and the hosts
+    /// it let go meanwhile (returns and forgets; Mac-style and Linux): a crash now brings them back from the store.
+    let storeLags = Mutex(false)
+    let lettingGoUnstored = Mutex<(mac: Set<Int>, linux: Set<Int>)>(([], []))
     /// The declared hosts, and the Linux hosts that register.
     let declared: Mutex<SoakDeclaredModel>
     let linux: Mutex<SoakLinuxModel>
@@ -411,9 +422,13 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     }
 
     /// The host is back: its announcement with the next sequence number, from its own MAC and address.
-    func announceReturn(_ host: SoakModel.Host) throws {
+    func announceReturn(_ host: SoakModel.Host) throws { try announce(host, withOwner: true) }
+    /// An announcement of the host's records from its own MAC and address, with OWNER and its sequence number or
+    /// without.
+    func announce(_ host: SoakModel.Host, withOwner: Bool) throws {
         let payload = ClientMessage.announcement(
-            records: records(host), owner: OwnerOption(sequence: host.sequence, primaryMAC: host.mac))
+            records: records(host),
+            owner: withOwner ? OwnerOption(sequence: host.sequence, primaryMAC: host.mac) : nil)
         let frame = EthernetFrame.udp(
             UDPDatagram(sourcePort: 5353, destinationPort: 5353, payload: payload), sourceAddress: host.ipv4,
             destinationAddress: IPv4Address(bytes: [224, 0, 0, 251])!, source: host.mac,
@@ -422,9 +437,20 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     }
 
     /// A legacy-unicast question for the host's A record from the waker; the answer's addresses and how long it
-    /// took, or nil without an answer within `wait`.
+    /// took, or nil without an answer within `wait`. The time is the wire's, as for the other questions: from
+    /// just before the question was sent to the reply's capture at the waker, so that how soon this loop got to
+    /// read it does not count.
     func ask(_ host: SoakModel.Host, wait: Duration) throws -> (addresses: [IPv4Address], latency: Duration)? {
-        try ask(name: host.name, wait: wait)
+        let sent = soakNow()
+        guard let answer = try ask(name: host.name, wait: wait) else { return nil }
+        let deadline = ContinuousClock.now + .milliseconds(200)
+        while ContinuousClock.now < deadline {
+            if let heard = shared.heard.firstUnicast(host.index, since: sent) {
+                return (answer.addresses, max(heard.time - sent, .zero))
+            }
+            usleep(1_000)
+        }
+        return answer
     }
     func ask(name: String, wait: Duration) throws -> (addresses: [IPv4Address], latency: Duration)? {
         queryID &+= 1
@@ -470,10 +496,12 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         return nil
     }
 
-    /// Whether `host` has been held since `since` throughout a job that began at `began`, with no fault meanwhile:
-    /// only then is the job's result judged.
-    @Sendable func heldThroughout(_ index: Int, since: Duration, began: Duration) -> Bool {
-        guard shared.lastFault.withLock({ $0 }) < began - .seconds(5) else { return false }
+    /// Whether host `index`, held since `since`, stayed held from `began` (a job's start) to now with no fault in
+    /// between (or, `acrossReloads`, no stop or crash: a reload or a full disk must not interrupt what the proxy
+    /// answers): only then is the job's result judged.
+    @Sendable func heldThroughout(_ index: Int, since: Duration, began: Duration, acrossReloads: Bool = false) -> Bool {
+        let fault = acrossReloads ? shared.lastRestart.withLock { $0 } : shared.lastFault.withLock { $0 }
+        guard fault < began - .seconds(5) else { return false }
         return shared.model.withLock { model in
             let host = model.hosts[index]
             guard !host.registrationPending, case .held(let now, let leaseEnd) = host.state, now == since else {
@@ -527,7 +555,8 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             let entries = AvahiBrowseEntry.parse(result.stdout).filter { $0.event == .added }
             var judged = 0
             for host in held {
-                guard case .held(let since, _) = host.state, heldThroughout(host.index, since: since, began: began)
+                guard case .held(let since, _) = host.state,
+                    heldThroughout(host.index, since: since, began: began, acrossReloads: true)
                 else { continue }
                 judged += 1
                 if !entries.contains(where: { $0.name == host.name }) {
@@ -553,6 +582,13 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     let end = start + .milliseconds(Int(options.minutes * 60_000))
     var nextFault = start + uniform(0.5 * options.faultSeconds, 1.5 * options.faultSeconds, &faultRandom)
     var nextRestart = start + uniform(0.5 * options.restartSeconds, 1.5 * options.restartSeconds, &faultRandom)
+    /// What `SOAK_LATENCY_LOG` gets: `answer KIND AT MS`, `fault KIND AT`, with AT in seconds since the start.
+    var latencyLines: [String] = []
+    func noteAnswer(_ kind: String, at: Duration, _ latency: Duration) {
+        answerLatencies.append((at, latency))
+        latencyLines.append(
+            "answer \(kind) " + String(format: "%.3f %.3f", seconds(at - start), seconds(latency) * 1000))
+    }
     // Actions come as a Poisson process of SOAK_ACTIONS_PER_SECOND.
     func actionGap() -> Duration {
         let uniform = Double(actionRandom.next() % 1_000_000 + 1) / 1_000_001
@@ -639,6 +675,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             let result = try? await host.lab.run(clientArguments("return", host), timeout: .seconds(30))
             if result?.status != 0 { shared.count("client_returns_failed") }
         }
+        if shared.storeLags.withLock({ $0 }) { shared.lettingGoUnstored.withLock { _ = $0.linux.insert(host.index) } }
         shared.linux.withLock { model in
             model.hosts[host.index].state = .awake(since: soakNow())
             model.hosts[host.index].wake = nil
@@ -668,6 +705,9 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     let tick = Duration.milliseconds(50)
     var lastReturn = Duration.zero
     var storeEventsMax = 0
+    /// When the store was first seen holding event_history's 10,000 events: until then it grows, and the daemon's
+    /// memory with it.
+    var storeFullAt: Duration?
     var lastProgress = start
     // While the disk is full the store lags what the daemon holds, until the daemon says it caught up.
     var diskFullUntil: Duration?
@@ -702,6 +742,31 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         return true
     }
 
+    /// What a Mac says between its registration and its sleep (PROTOCOL.md section 6, item 18): its records
+    /// announced again, up to 4 times, 1, 2 and 4 s apart; with OWNER and the registered sequence number within
+    /// 60 s of its last wake, without it otherwise. The proxy must hold on through all of it.
+    var talks: [(at: Duration, index: Int, since: Duration, withOwner: Bool)] = []
+    func scheduleTalk(_ host: SoakModel.Host, awakeSince: Duration?, acknowledged: Duration) {
+        let announcements = 1 + Int(hostRandom[host.index].next() % 4)
+        let withOwner = awakeSince.map { acknowledged - $0 < .seconds(60) } ?? false
+        for offset in [0.05, 1.05, 3.05, 7.05].prefix(announcements) {
+            talks.append((acknowledged + .milliseconds(Int(offset * 1000)), host.index, acknowledged, withOwner))
+        }
+    }
+    func talk(_ now: Duration) throws {
+        let due = talks.filter { $0.at <= now }
+        guard !due.isEmpty else { return }
+        talks.removeAll { $0.at <= now }
+        for talk in due {
+            let host = shared.model.withLock { $0.hosts[talk.index] }
+            // Woken, forgotten or registered again meanwhile: it no longer talks as a host falling asleep.
+            guard case .held(let since, _) = host.state, since == talk.since else { continue }
+            try announce(host, withOwner: talk.withOwner)
+            count(talk.withOwner ? "talk_announcements_owner" : "talk_announcements_plain")
+        }
+    }
+
+    var browsedGeneration = 0
     var told = false
     while soakNow() < end {
         if tellFirstViolation() {
@@ -709,6 +774,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             break
         }
         var now = soakNow()
+        try talk(now)
 
         // Faults, never within 2 s of a return: the release comes from an announcement nobody acknowledges, and a
         // proxy killed before it saw it would rightly hold the host again.
@@ -731,6 +797,31 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 fault = faultRandom.next() % 3 == 2 ? 1 : 0
             }
             shared.lastFault.withLock { $0 = now }
+            latencyLines.append("fault \(fault) " + String(format: "%.3f", seconds(now - start)))
+            if fault >= 2 {
+                shared.lastRestart.withLock { $0 = now }
+                // Hosts let go while the store lagged come back from it with the start, held as they were until
+                // they register again (a real host would speak up sooner: its address is claimed): they are not
+                // judged until then, as after an unacknowledged registration, and may be woken.
+                let unstored = shared.lettingGoUnstored.withLock { $0 }
+                shared.model.withLock { model in
+                    for index in unstored.mac {
+                        model.hosts[index].registrationPending = true
+                        model.hosts[index].wakeAllowedUntil = max(
+                            model.hosts[index].wakeAllowedUntil, now + .seconds(Int(options.lease)) + .seconds(60))
+                    }
+                }
+                shared.linux.withLock { model in
+                    for index in unstored.linux { model.hosts[index].pending = true }
+                }
+                shared.storeLags.withLock { $0 = false }
+                shared.lettingGoUnstored.withLock { $0 = ([], []) }
+                if !unstored.mac.isEmpty || !unstored.linux.isEmpty {
+                    say(
+                        "\(unstored.mac.count + unstored.linux.count) hosts let go while the store lagged: not judged until they register again"
+                    )
+                }
+            }
             switch fault {
             case 0:
                 try await daemon.reload()
@@ -752,6 +843,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             default:
                 // The state directory full for a while: registrations go unacknowledged, what is held stays held.
                 try daemon.fillDisk()
+                shared.storeLags.withLock { $0 = true }
                 let length = uniform(10, 30, &faultRandom)
                 diskFullUntil = now + length
                 storeChecksAfter = nil
@@ -800,6 +892,11 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                         host.due =
                             host.skipsRenewal ? leaseEnd : acknowledged + .milliseconds(Int(granted) * 800)
                         count("registrations")
+                        if case .awake(let since) = before.state {
+                            scheduleTalk(host, awakeSince: since == .zero ? nil : since, acknowledged: acknowledged)
+                        } else {
+                            scheduleTalk(host, awakeSince: nil, acknowledged: acknowledged)
+                        }
                     } else {
                         if case .awake = before.state {} else { host.sequence = before.sequence }
                         host.due = now + .seconds(2)
@@ -832,7 +929,11 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 case .waking(let at, let trigger):
                     if let returnAt = host.returnAt, now >= returnAt {
                         host.sequence &+= 1
+                        host.leaseEndWhileWaking = nil
                         try announceReturn(host)
+                        if shared.storeLags.withLock({ $0 }) {
+                            shared.lettingGoUnstored.withLock { _ = $0.mac.insert(index) }
+                        }
                         host.state = .awake(since: soakNow())
                         host.wakeAllowedUntil = soakNow() + .seconds(3)
                         host.firstMagic = nil
@@ -995,7 +1096,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             /// A legacy question for `name`, held by the proxy for `what`: answered in time with `address`.
             func expectAnswer(_ name: String, _ address: IPv4Address, _ what: String) throws {
                 if let answer = try ask(name: name, wait: options.answerWithin) {
-                    answerLatencies.append((now, answer.latency))
+                    noteAnswer("legacy-other", at: now, answer.latency)
                     if !answer.addresses.contains(address) {
                         violation("\(what) \(name) answered with \(answer.addresses), not \(address)")
                     }
@@ -1081,12 +1182,30 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 }
                 // Addresses are taken over again a few seconds after a start.
                 let claimedNow = daemonSettled(now, 10) ? claimed : []
+                /// The hosts a browse starting now must find: held for 10 s, and for 10 s more.
+                func browsable() -> [SoakModel.Host] {
+                    held.filter { host in
+                        if case .held(let since, let leaseEnd) = host.state {
+                            return now - since > .seconds(10) && leaseEnd - now > .seconds(10)
+                        }
+                        return false
+                    }
+                }
+                // A browse soon after each start of the daemon, besides those the schedule draws: a browse that
+                // spans a stop or a crash is not judged, and in a short run they come often.
+                if browsedGeneration != daemon.generation, daemonSettled(now, 6),
+                    shared.avahiJobs.withLock({ $0 }) < 3, case let hosts = browsable(), !hosts.isEmpty
+                {
+                    browsedGeneration = daemon.generation
+                    count("avahi_browses")
+                    avahiBrowse(hosts)
+                }
                 switch roll {
                 case 0..<30:
                     guard let host = chosen(held) else { break }
                     count("queries")
                     if let answer = try ask(host, wait: options.answerWithin) {
-                        answerLatencies.append((now, answer.latency))
+                        noteAnswer("legacy", at: now, answer.latency)
                         if !answer.addresses.contains(host.ipv4) {
                             violation("\(host.name) answered with \(answer.addresses), not \(host.ipv4)")
                         }
@@ -1100,7 +1219,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                     let asking: SoakWire.Asking = roll < 38 ? .multicast : roll < 43 ? .unicastResponse : .unicastAssist
                     count("queries_\(asking.rawValue)")
                     if let latency = try await askOnWire(host, asking) {
-                        answerLatencies.append((now, latency))
+                        noteAnswer(asking.rawValue, at: now, latency)
                     } else {
                         violation(
                             "\(host.name), held, was not answered within \(options.answerWithin) of a \(asking.rawValue) question"
@@ -1119,13 +1238,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 case 62:
                     guard shared.avahiJobs.withLock({ $0 }) < 3 else { break }
                     count("avahi_browses")
-                    avahiBrowse(
-                        held.filter { host in
-                            if case .held(let since, let leaseEnd) = host.state {
-                                return now - since > .seconds(10) && leaseEnd - now > .seconds(10)
-                            }
-                            return false
-                        })
+                    avahiBrowse(browsable())
                 case 63..<72:
                     guard let host = chosen(claimedNow) else { break }
                     count("connections_to_registered_ports")
@@ -1168,6 +1281,9 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                     count("magic_packets_from_others")
                     let at = soakNow()
                     shared.model.withLock { model in
+                        if case .held(_, let leaseEnd) = host.state {
+                            model.hosts[host.index].leaseEndWhileWaking = leaseEnd
+                        }
                         model.hosts[host.index].state = .waking(at: at, trigger: "a magic packet from the waker")
                         model.hosts[host.index].firstMagic = at
                         model.hosts[host.index].wakeAllowedUntil = at
@@ -1197,6 +1313,9 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                     count("forgets")
                     let forgotten = try daemon.ctl(["forget", "\(host.mac)"])
                     if !forgotten.succeeded { violation("sleepproxyctl forget \(host.name) failed: \(forgotten)") }
+                    if shared.storeLags.withLock({ $0 }) {
+                        shared.lettingGoUnstored.withLock { _ = $0.mac.insert(host.index) }
+                    }
                     shared.model.withLock { model in
                         model.hosts[host.index].state = .forgotten(at: soakNow())
                         model.hosts[host.index].due = soakNow() + .seconds(10)
@@ -1238,6 +1357,8 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                     SoakDaemon.count(caughtUp, in: daemon.process?.stderr ?? "") > caughtUpBefore
                 {
                     storeChecksAfter = now
+                    shared.storeLags.withLock { $0 = false }
+                    shared.lettingGoUnstored.withLock { $0 = ([], []) }
                 }
                 if let after = storeChecksAfter, now >= after,
                     let store = SoakStore.read(keeper: daemon.keeper.pid, directory: daemon.stateDirectory)
@@ -1253,6 +1374,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                         )
                     }
                     storeEventsMax = max(storeEventsMax, store.events)
+                    if store.events >= 10_000, storeFullAt == nil { storeFullAt = now }
                     // event_history (10,000 by default), with a batch's worth of slack before trimming.
                     if store.events > 10_000 + 256 {
                         violation("the store keeps \(store.events) events, above event_history (10,000)")
@@ -1290,11 +1412,24 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     for (kind, amount) in shared.counts.withLock({ $0 }) { counts[kind, default: 0] += amount }
     let violations = shared.model.withLock { $0.violations }
     let wakes = shared.model.withLock { $0.wakeLatencies }
+    if let path = options.latencyLog {
+        let lines =
+            latencyLines
+            + wakes.map {
+                "wake mac " + String(format: "%.3f %.3f", seconds($0.at - start), seconds($0.latency) * 1000)
+            }
+            + samples.map {
+                "sample \($0.generation) " + String(format: "%.3f", seconds($0.time - start)) + " \($0.rssAnonKB)"
+            }
+        try? lines.joined(separator: "\n").appending("\n").write(toFile: path, atomically: true, encoding: .utf8)
+    }
     return SoakReport(
         seed: options.seed,
         figures: soakFigures(
             options: options, start: start, counts: counts, samples: samples, answers: answerLatencies,
-            wakes: wakes, violations: violations.count) + [("soak_store_events_max", "\(storeEventsMax)")],
+            wakes: wakes, violations: violations.count, storeFullAt: storeFullAt) + [
+                ("soak_store_events_max", "\(storeEventsMax)")
+            ],
         violations: violations)
 }
 
@@ -1311,7 +1446,8 @@ private func requireAddress(_ text: String) throws -> IPAddress {
 /// and their slopes after the first tenth, and the answer and wake latency percentiles of the first and last tenth.
 private func soakFigures(
     options: SoakOptions, start: Duration, counts: [String: Int], samples: [SoakSample],
-    answers: [(at: Duration, latency: Duration)], wakes: [(at: Duration, latency: Duration)], violations: Int
+    answers: [(at: Duration, latency: Duration)], wakes: [(at: Duration, latency: Duration)], violations: Int,
+    storeFullAt: Duration?
 ) -> [(name: String, value: String)] {
     var figures: [(name: String, value: String)] = [
         ("soak_seed", "\(options.seed)"), ("soak_minutes", String(format: "%.1f", options.minutes)),
@@ -1320,16 +1456,20 @@ private func soakFigures(
     for kind in counts.keys.sorted() { figures.append(("soak_events_\(kind)", "\(counts[kind] ?? 0)")) }
     figures.append(("soak_violations", "\(violations)"))
     let length = seconds((samples.last?.time ?? start) - start)
-    // After the first tenth of the run, and after the first two minutes of each run of the daemon (its start, the
-    // hosts restored and taken over, its caches filled).
+    // Warm: after the first tenth of the run; once the store holds all the events it keeps (before, the state
+    // grows, and the memory that holds it: none of the run is warm if it never gets there); and after the first
+    // two minutes of each run of the daemon (its start, the hosts restored and taken over, its caches filled).
     var generationStart: [Int: Duration] = [:]
     for sample in samples where generationStart[sample.generation] == nil {
         generationStart[sample.generation] = sample.time
     }
     let warm = samples.filter { sample in
-        seconds(sample.time - start) >= length / 10
+        guard let storeFullAt, sample.time >= storeFullAt else { return false }
+        return seconds(sample.time - start) >= length / 10
             && sample.time - (generationStart[sample.generation] ?? sample.time) >= .seconds(120)
     }
+    figures.append(
+        ("soak_store_full_minute", storeFullAt.map { String(format: "%.1f", seconds($0 - start) / 60) } ?? "never"))
     if let first = samples.first, let last = samples.last {
         figures += [
             ("soak_rss_anon_mb_start", String(format: "%.1f", Double(first.rssAnonKB) / 1024)),

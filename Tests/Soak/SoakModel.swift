@@ -46,6 +46,8 @@ struct SoakModel: Sendable {
         /// A registration went unacknowledged (the disk was full): the daemon holds such a registration without
         /// saying so, and the host is judged again once one is acknowledged.
         var registrationPending = false
+        /// Woken by another machine's magic packet: the lease the proxy still holds it by until it returns.
+        var leaseEndWhileWaking: Duration?
     }
 
     var hosts: [Host]
@@ -84,6 +86,11 @@ struct SoakModel: Sendable {
         // The proxy wakes a host whose lease runs out (PROTOCOL.md: expiry wakes); its clock started the lease a
         // moment before the acknowledgement reached the host.
         if case .held(_, let leaseEnd) = host.state, time >= leaseEnd - .seconds(3) { return nil }
+        // Awake by another's magic packet but not back yet: the proxy holds it still, and wakes it when that lease
+        // runs out.
+        if case .waking = host.state, let leaseEnd = host.leaseEndWhileWaking, time >= leaseEnd - .seconds(3) {
+            return nil
+        }
         guard time <= host.wakeAllowedUntil else {
             return
                 "a magic packet for \(host.name) (\(host.mac)) at \(Self.text(time)), which is \(Self.describe(host.state)) and was not to be woken"

@@ -24,6 +24,11 @@ final class SoakAnswersHeard: Sendable {
         }
     }
 
+    /// The first answer for host `index` sent to the waker alone (a legacy reply) heard at or after `since`.
+    func firstUnicast(_ index: Int, since: Duration) -> Heard? {
+        heard.withLock { heard in heard[index]?.first { !$0.multicast && $0.time >= since } }
+    }
+
     /// The first answer for host `index` heard at or after `since`; a multicast one heard at or after
     /// `multicastSince` counts too (a responder multicasts a record at most once a second, RFC 6762 section 6).
     func first(_ index: Int, since: Duration, multicastSince: Duration? = nil) -> Heard? {

@@ -33,7 +33,8 @@ struct SoakLabTests {
         for kind in [
             "registrations", "renewals", "expiries", "returns", "queries", "queries_for_awake",
             "connections_to_registered_ports", "connections_to_other_ports", "listing_checks", "store_checks",
-            "queries_multicast", "avahi_resolves_judged", "hostile_frames",
+            "queries_multicast", "avahi_resolves_judged", "avahi_browse_hosts_judged", "hostile_frames",
+            "talk_announcements_owner", "talk_announcements_plain",
         ] {
             #expect(Int(figures["soak_events_\(kind)"] ?? "0") ?? 0 > 0, "no \(kind) in SOAK_SEED=\(report.seed)")
         }
