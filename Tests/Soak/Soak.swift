@@ -805,14 +805,21 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 // judged until then, as after an unacknowledged registration, and may be woken.
                 let unstored = shared.lettingGoUnstored.withLock { $0 }
                 shared.model.withLock { model in
+                    // Those registered again since were acknowledged, and stored.
                     for index in unstored.mac {
+                        switch model.hosts[index].state {
+                        case .awake, .forgotten: break
+                        case .held, .waking, .expired: continue
+                        }
                         model.hosts[index].registrationPending = true
                         model.hosts[index].wakeAllowedUntil = max(
                             model.hosts[index].wakeAllowedUntil, now + .seconds(Int(options.lease)) + .seconds(60))
                     }
                 }
                 shared.linux.withLock { model in
-                    for index in unstored.linux { model.hosts[index].pending = true }
+                    for index in unstored.linux {
+                        if case .awake = model.hosts[index].state { model.hosts[index].pending = true }
+                    }
                 }
                 shared.storeLags.withLock { $0 = false }
                 shared.lettingGoUnstored.withLock { $0 = ([], []) }
