@@ -715,8 +715,6 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     let caughtUp = "lease store: caught up with what is held"
     var caughtUpBefore = 0
     var storeChecksAfter: Duration? = start
-    // The lease end of each host asked to wake, for a wake that a fault may have lost.
-    var heldLeaseEnd: [Int: Duration] = [:]
 
     func daemonSettled(_ now: Duration, _ seconds: Int = 5) -> Bool {
         guard let up = daemon.upSince else { return false }
@@ -955,7 +953,8 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                     } else if host.firstMagic == nil, now - at > .seconds(10), daemonSettled(now, 10) {
                         if host.wakeUncertain {
                             // The request died with the daemon: the host sleeps on, held.
-                            host.state = .held(since: at, leaseEnd: heldLeaseEnd[index] ?? at)
+                            host.state = .held(since: at, leaseEnd: host.leaseEndWhileWaking ?? at)
+                            host.leaseEndWhileWaking = nil
                             host.wakeUncertain = false
                             host.wakeAllowedUntil = now + .seconds(5)
                             host.due = now
@@ -1180,8 +1179,10 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 }
                 /// The host is to be woken by the proxy for `trigger`, within 10 s.
                 func expectWake(_ host: SoakModel.Host, for trigger: String) {
-                    if case .held(_, let leaseEnd) = host.state { heldLeaseEnd[host.index] = leaseEnd }
                     shared.model.withLock { model in
+                        if case .held(_, let leaseEnd) = host.state {
+                            model.hosts[host.index].leaseEndWhileWaking = leaseEnd
+                        }
                         model.hosts[host.index].state = .waking(at: soakNow(), trigger: trigger)
                         model.hosts[host.index].wakeAllowedUntil = soakNow() + .seconds(3_600)
                         model.hosts[host.index].firstMagic = nil
@@ -1370,6 +1371,9 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                 if let after = storeChecksAfter, now >= after,
                     let store = SoakStore.read(keeper: daemon.keeper.pid, directory: daemon.stateDirectory)
                 {
+                    // Judged as caught up from now on (30 s after space returned, if the daemon did not say so).
+                    shared.storeLags.withLock { $0 = false }
+                    shared.lettingGoUnstored.withLock { $0 = ([], []) }
                     for index in expected.listed where !store.owners.contains("\(snapshot[index].mac)".lowercased()) {
                         violation(
                             "\(snapshot[index].name) is listed by sleepproxyctl but not in the lease store, yet it is \(SoakModel.describe(snapshot[index].state))"

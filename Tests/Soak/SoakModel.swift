@@ -46,7 +46,8 @@ struct SoakModel: Sendable {
         /// A registration went unacknowledged (the disk was full): the daemon holds such a registration without
         /// saying so, and the host is judged again once one is acknowledged.
         var registrationPending = false
-        /// Woken by another machine's magic packet: the lease the proxy still holds it by until it returns.
+        /// Being woken: the lease the proxy still holds it by until it returns (the proxy wakes it when that runs
+        /// out, and holds it on if a fault lost the wake).
         var leaseEndWhileWaking: Duration?
     }
 
@@ -86,8 +87,8 @@ struct SoakModel: Sendable {
         // The proxy wakes a host whose lease runs out (PROTOCOL.md: expiry wakes); its clock started the lease a
         // moment before the acknowledgement reached the host.
         if case .held(_, let leaseEnd) = host.state, time >= leaseEnd - .seconds(3) { return nil }
-        // Awake by another's magic packet but not back yet: the proxy holds it still, and wakes it when that lease
-        // runs out.
+        // Being woken but not back yet (by another's magic packet, say): the proxy holds it still, and wakes it when
+        // that lease runs out.
         if case .waking = host.state, let leaseEnd = host.leaseEndWhileWaking, time >= leaseEnd - .seconds(3) {
             return nil
         }
