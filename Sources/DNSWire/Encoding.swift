@@ -26,6 +26,38 @@ extension DNSMessage {
     public func encoded(compression: NameCompression = .all) throws(DNSWireError) -> [UInt8] {
         var writer = WireWriter(compression: compression)
         writer.bytes.reserveCapacity(512)
+        try write(to: &writer)
+        return try Self.checkedSize(writer.bytes)
+    }
+
+    /// The wire form of the message with as many of `extra` after its own additionals as keep it within `limit`
+    /// bytes: each in turn is written if it fits and left out if it does not, and the next is tried (RFC 6762
+    /// section 6: additional records are optional, and a responder includes what fits). One pass: the message is
+    /// written once and each record that does not fit is taken back, compression entries included. The message
+    /// itself is written whole even when it alone exceeds `limit`, and then `extra` is not asked for.
+    public func encoded(
+        within limit: Int, addingAdditionals extra: () -> [DNSRecord], compression: NameCompression = .all
+    ) throws(DNSWireError) -> [UInt8] {
+        var writer = WireWriter(compression: compression)
+        writer.bytes.reserveCapacity(512)
+        try write(to: &writer)
+        guard writer.bytes.count <= limit else { return try Self.checkedSize(writer.bytes) }
+        var count = additionals.count
+        for (index, record) in extra().enumerated() where count < 0xFFFF {
+            let mark = writer.mark()
+            try writer.record(record, field: "additional[\(additionals.count + index)]")
+            if writer.bytes.count <= limit {
+                count += 1
+            } else {
+                writer.rollBack(to: mark)
+            }
+        }
+        writer.bytes[10] = UInt8(count >> 8)
+        writer.bytes[11] = UInt8(truncatingIfNeeded: count)
+        return try Self.checkedSize(writer.bytes)
+    }
+
+    private func write(to writer: inout WireWriter) throws(DNSWireError) {
         writer.u16(id)
         writer.u16(flags.rawValue)
         try writer.count(questions.count, section: "questions")
@@ -46,12 +78,14 @@ extension DNSMessage {
         for (index, record) in additionals.enumerated() {
             try writer.record(record, field: "additional[\(index)]")
         }
-        guard writer.bytes.count <= 0xFFFF else {
+    }
+
+    private static func checkedSize(_ bytes: [UInt8]) throws(DNSWireError) -> [UInt8] {
+        guard bytes.count <= 0xFFFF else {
             throw DNSWireError(
-                .messageTooLarge, field: "message", offset: -1,
-                expected: "at most 65535 bytes, not \(writer.bytes.count)")
+                .messageTooLarge, field: "message", offset: -1, expected: "at most 65535 bytes, not \(bytes.count)")
         }
-        return writer.bytes
+        return bytes
     }
 }
 
@@ -80,6 +114,20 @@ struct WireWriter {
 
     init(compression: NameCompression) {
         self.compression = compression
+    }
+
+    /// Where the message stands now, for `rollBack(to:)`.
+    struct Mark {
+        let byteCount: Int
+        let suffixCount: Int
+    }
+
+    func mark() -> Mark { Mark(byteCount: bytes.count, suffixCount: suffixes.insertions) }
+
+    /// Takes back everything written since `mark`: the bytes, and the names that compression could point at.
+    mutating func rollBack(to mark: Mark) {
+        bytes.removeLast(bytes.count - mark.byteCount)
+        suffixes.undo(to: mark.suffixCount)
     }
 
     @inline(__always)
@@ -285,6 +333,29 @@ struct SuffixTable {
     private var hashes: [UInt64] = []
     private var offsets: [Int] = []
     private var count = 0
+    /// The hashes inserted, in order, for `undo(to:)`.
+    private var inserted: [UInt64] = []
+
+    /// How many entries were inserted so far.
+    var insertions: Int { inserted.count }
+
+    /// Removes the entries inserted after the first `insertions`, newest first. Linear probing allows it in that
+    /// order: no entry older than the one removed ever probed past its slot, since that slot was empty then.
+    mutating func undo(to insertions: Int) {
+        while inserted.count > insertions {
+            let hash = inserted.removeLast()
+            let mask = hashes.count - 1
+            var slot = Int(truncatingIfNeeded: hash) & mask
+            while offsets[slot] >= 0 {
+                if hashes[slot] == hash {
+                    offsets[slot] = -1
+                    count -= 1
+                    break
+                }
+                slot = (slot + 1) & mask
+            }
+        }
+    }
 
     func offset(for hash: UInt64) -> Int? {
         guard !hashes.isEmpty else { return nil }
@@ -308,17 +379,20 @@ struct SuffixTable {
         hashes[slot] = hash
         offsets[slot] = offset
         count += 1
+        inserted.append(hash)
     }
 
+    /// Doubles the table, inserting again in the order of first insertion, so that `undo(to:)` stays sound.
     private mutating func grow() {
-        let oldHashes = hashes
-        let oldOffsets = offsets
+        let old = self
         let capacity = max(64, hashes.count * 2)
         hashes = [UInt64](repeating: 0, count: capacity)
         offsets = [Int](repeating: -1, count: capacity)
         count = 0
-        for (hash, offset) in zip(oldHashes, oldOffsets) where offset >= 0 {
-            insertIfAbsent(hash, offset: offset)
+        inserted = []
+        inserted.reserveCapacity(old.inserted.count + 1)
+        for hash in old.inserted {
+            if let offset = old.offset(for: hash) { insertIfAbsent(hash, offset: offset) }
         }
     }
 }

@@ -178,3 +178,74 @@ struct RoundTripTests {
         #expect(throws: DNSWireError.self) { try tooBig.encoded() }
     }
 }
+
+@Suite("Additionals that fit")
+struct AdditionalsWithinTests {
+    /// What `encoded(within:addingAdditionals:)` must equal: each extra record tried in turn by writing the whole
+    /// message again, kept when the message still fits.
+    static func tryingEach(_ message: DNSMessage, _ extra: [DNSRecord], within limit: Int) throws -> [UInt8] {
+        var fitted = message
+        for record in extra {
+            var trial = fitted
+            trial.additionals.append(record)
+            if try trial.encoded().count <= limit { fitted = trial }
+        }
+        return try fitted.encoded()
+    }
+
+    @Test(arguments: 0..<40)
+    func sameBytesAsWritingEachTrialWhole(seed: Int) throws {
+        var generator = MessageGenerator(rng: SeededGenerator(seed: UInt64(seed)))
+        for _ in 0..<10 {
+            let message = generator.message()
+            // Many records with names that share suffixes: some are taken back after they added compression
+            // targets, and the table of those targets grows past its first size on the way.
+            let extra = (0..<generator.int(0...60)).map { _ in generator.record() }
+            let base = try message.encoded().count
+            let limit = base + generator.int(0...1_500)
+            let bytes = try message.encoded(within: limit, addingAdditionals: { extra })
+            #expect(bytes == (try Self.tryingEach(message, extra, within: limit)), "seed \(seed)")
+            #expect(bytes.count <= limit)
+            let decoded = try DNSMessage(decoding: bytes)
+            #expect(decoded.answers == message.answers && decoded.authorities == message.authorities)
+            #expect(Array(decoded.additionals.prefix(message.additionals.count)) == message.additionals)
+        }
+    }
+
+    @Test func aRecordTakenBackLeavesNoNameToPointAt() throws {
+        let message = DNSMessage(
+            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
+            answers: [DNSRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr("imac._ssh._tcp.local."))])
+        let base = try message.encoded().count
+        // Too big to fit, and the first to write the name `studio.example.local.`.
+        let big = DNSRecord(
+            name: "studio.example.local.", ttl: 4500,
+            rdata: .txt(try TXTData(strings: [Array(repeating: 0x61, count: 200)])))
+        // Fits, with the same name: it must be written in full, not as a pointer to where `big` was.
+        let small = DNSRecord(name: "studio.example.local.", ttl: 120, rdata: .a(IPv4Address(10, 0, 0, 9)))
+        let bytes = try message.encoded(within: base + 60, addingAdditionals: { [big, small] })
+        let decoded = try DNSMessage(decoding: bytes)
+        #expect(decoded.additionals == [small])
+        #expect(
+            bytes
+                == (try DNSMessage(
+                    id: 0, flags: message.flags, answers: message.answers, additionals: [small]
+                ).encoded()))
+    }
+
+    @Test func theMessageAloneMayExceedTheLimit() throws {
+        let message = DNSMessage(
+            id: 0, flags: DNSFlags(response: true, opcode: .query),
+            answers: [DNSRecord(name: "imac.local.", ttl: 120, rdata: .a(IPv4Address(10, 0, 0, 1)))])
+        let extra = DNSRecord(name: "imac.local.", ttl: 120, rdata: .a(IPv4Address(10, 0, 0, 2)))
+        var asked = false
+        let bytes = try message.encoded(
+            within: 10,
+            addingAdditionals: {
+                asked = true
+                return [extra]
+            })
+        #expect(bytes == (try message.encoded()))
+        #expect(!asked)
+    }
+}
