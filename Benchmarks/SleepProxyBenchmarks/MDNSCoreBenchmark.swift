@@ -48,3 +48,46 @@ func runMDNSCoreBenchmark(held: Int = 50, questions: Int = 100_000) throws {
     print(
         "core_mdns_answer_cache_hit_share: \(String(format: "%.3f", Double(hits) / Double(max(hits + misses, 1))))")
 }
+
+/// The core's share of answering browses of a service type that all of `held` hosts offer, as a querier with a
+/// cache asks again: half the instances in its known answers, so that every answer is worked out anew (a subset
+/// of the cached one), by unicast (QU) and legacy unicast in turn. Each answer lists every other instance with its
+/// SRV, TXT, addresses and NSECs, and keeps what fits in a packet.
+func runMDNSBrowseBenchmark(held: Int = 300, questions: Int = 2_000) throws {
+    let interface = BenchmarkCore.interface
+    var (core, now) = try BenchmarkCore.settled(held: held)
+    let type: DNSName = "_ssh._tcp.local."
+    let known = try (0..<held).filter { $0 % 2 == 0 }.map { index in
+        DNSRecord(name: type, ttl: 4500, rdata: .ptr(try DNSName(labels: ["host\(index)", "_ssh", "_tcp", "local"])))
+    }
+    func browse(unicastResponse: Bool) throws -> [UInt8] {
+        try DNSMessage(
+            id: unicastResponse ? 0 : 0x4242, flags: DNSFlags(response: false, opcode: .query),
+            questions: [DNSQuestion(name: type, type: .ptr, unicastResponse: unicastResponse)], answers: known
+        ).encoded()
+    }
+    let asked = [try browse(unicastResponse: true), try browse(unicastResponse: false)]
+    let asker = IPAddress.v4(IPv4Address(10, 255, 0, 3))
+    let askerMAC = MACAddress(0x02, 0x77, 0, 0, 0, 3)
+    var sent = 0
+    var bytes = 0
+    let clock = ContinuousClock()
+    let start = clock.now
+    for number in 0..<questions {
+        now = now + .milliseconds(50)
+        if let deadline = core.nextDeadline, deadline <= now { sent += core.tick(now: now).count }
+        // QU from port 5353, legacy from an ephemeral port.
+        let packet = MDNSPacket(
+            interface: interface, source: Endpoint(address: asker, port: number % 2 == 0 ? 5353 : 50_000),
+            destination: .v4(.mdnsGroup), sourceMAC: askerMAC, bytes: asked[number % 2])
+        for action in core.handleMDNS(packet, now: now) {
+            sent += 1
+            if case .sendMDNS(let transmission) = action { bytes += transmission.bytes.count }
+        }
+    }
+    let elapsed = clock.now - start
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    blackHole(sent)
+    print("core_mdns_browse_\(held)_us_per_question: \(String(format: "%.1f", seconds * 1e6 / Double(questions)))")
+    print("core_mdns_browse_\(held)_reply_bytes_per_question: \(bytes / questions)")
+}

@@ -156,6 +156,7 @@ if wanted("wakecore") {
 }
 if wanted("mdnscore") {
     try runMDNSCoreBenchmark()
+    try runMDNSBrowseBenchmark()
 }
 if wanted("seen") {
     try runSeenBenchmark()

@@ -87,7 +87,7 @@ extension SleepProxyCore {
     mutating func answer(_ message: DNSMessage, _ packet: MDNSPacket, link: Link, now: UnixTime) -> [Action] {
         // More known answers for a truncated query asked a moment ago by the same querier.
         if message.questions.isEmpty {
-            pruneKnownAnswers(message.answers, from: packet.source, interface: packet.interface)
+            pruneKnownAnswers(KnownAnswers(message.answers), from: packet.source, interface: packet.interface)
             return []
         }
         validateAnswerCache(now: now)
@@ -127,7 +127,7 @@ extension SleepProxyCore {
     func decideAnswer(to message: DNSMessage, _ packet: MDNSPacket, found: [FoundAnswer], now: UnixTime)
         -> AnswerDecision
     {
-        let knownAnswers = message.answers
+        let knownAnswers = KnownAnswers(message.answers)
         let directUnicast = !isMulticast(packet.destination)
         let group = MulticastDNS.group(for: packet.source.address)
         var unicast: [DNSRecord] = []
@@ -137,7 +137,7 @@ extension SleepProxyCore {
         for answer in found {
             var records = answer.records
             if !knownAnswers.isEmpty {
-                records.removeAll { record in knownAnswers.contains { Self.suppresses($0, record) } }
+                records.removeAll { knownAnswers.suppress($0) }
             }
             for record in records {
                 let viaUnicast: Bool
@@ -219,22 +219,21 @@ extension SleepProxyCore {
             statistics.answersUnicast += 1
             return [.sendMDNS(unicastReply(bytes, to: packet))]
         case .reply(let records, let legacy, let whole, let reusable):
-            let knownAnswers = message.answers
+            let knownAnswers = KnownAnswers(message.answers)
             if !legacy, knownAnswers.isEmpty, let whole, let messages = wholeResponse(whole, records, now: now) {
                 statistics.answersUnicast += messages.count
                 return messages.map { .sendMDNS(unicastReply($0, to: packet)) }
             }
-            let additionals: [DNSRecord]
-            if let whole, let cached = schedule.answerCache[whole] {
-                additionals = cachedAdditionals(whole, for: cached, now: now).filter { record in
-                    knownAnswers.isEmpty || !knownAnswers.contains { Self.suppresses($0, record) }
+            // The additional records, worked out only if the answers fit in one message.
+            func additionals() -> [DNSRecord] {
+                if let whole, let cached = schedule.answerCache[whole] {
+                    return cachedAdditionals(whole, for: cached, now: now).filter { !knownAnswers.suppress($0) }
                 }
-            } else {
-                additionals = additionalRecords(for: records, interface: packet.interface, now: now).filter { record in
-                    !knownAnswers.contains { Self.suppresses($0, record) }
+                return additionalRecords(for: records, interface: packet.interface, now: now).filter {
+                    !knownAnswers.suppress($0)
                 }
             }
-            let reply: DNSMessage
+            let messages: [[UInt8]]
             if legacy {
                 // A conventional DNS reply: the query's ID and question, TTLs of at most 10 s, no cache-flush bits.
                 func legacy(_ record: DNSRecord) -> DNSRecord {
@@ -243,15 +242,15 @@ extension SleepProxyCore {
                     copy.cacheFlush = false
                     return copy
                 }
-                reply = DNSMessage(
+                let reply = DNSMessage(
                     id: message.id, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
-                    questions: message.questions, answers: records.map(legacy), additionals: additionals.map(legacy))
+                    questions: message.questions, answers: records.map(legacy))
+                messages = Self.encode(reply, additionals: { additionals().map(legacy) }, truncateIfTooLarge: true)
             } else {
-                reply = DNSMessage(
-                    id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: records,
-                    additionals: additionals)
+                let reply = DNSMessage(
+                    id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: records)
+                messages = Self.encode(reply, additionals: additionals, truncateIfTooLarge: false)
             }
-            let messages = Self.encode(reply, truncateIfTooLarge: legacy)
             if let reusable, messages.count == 1 {
                 schedule.answerCache[reusable]?.legacyReply = (message.questions[0], messages[0])
             }
@@ -337,9 +336,9 @@ extension SleepProxyCore {
         guard let cached = schedule.answerCache[key], cached.records == records else { return nil }
         if let response = cached.response { return response }
         let message = DNSMessage(
-            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: records,
-            additionals: cachedAdditionals(key, for: cached, now: now))
-        let response = Self.encode(message, truncateIfTooLarge: false)
+            id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: records)
+        let response = Self.encode(
+            message, additionals: { cachedAdditionals(key, for: cached, now: now) }, truncateIfTooLarge: false)
         schedule.answerCache[key]?.response = response
         return response
     }
@@ -402,23 +401,31 @@ extension SleepProxyCore {
 
     /// RFC 6763 section 12: for a PTR answer the instance's SRV and TXT and the target's addresses; for an SRV
     /// answer the target's addresses; plus an NSEC for every unique name so that a querier knows what is not there.
+    ///
+    /// Linear in the records: an answer to a browse of a service type that many held hosts offer lists every
+    /// instance, and each brings its SRV, TXT, addresses and NSECs.
     func additionalRecords(for answers: [DNSRecord], interface: InterfaceName, now: UnixTime) -> [DNSRecord] {
         var additional: [DNSRecord] = []
+        var present = Set(answers)
         func add(_ records: [DNSRecord]) {
-            for record in records where !answers.contains(record) && !additional.contains(record) {
+            for record in records where present.insert(record).inserted {
                 additional.append(record)
             }
         }
         var targets: [DNSName] = []
+        var targetSeen: Set<CaseFoldedName> = []
+        func target(_ name: DNSName) {
+            if targetSeen.insert(CaseFoldedName(name)).inserted { targets.append(name) }
+        }
         for answer in answers {
             switch answer.rdata {
             case .ptr(let instance) where ReverseMapping.address(of: answer.name) == nil:
                 let srv = lookup(instance, type: .srv, interface: interface, now: now)
                 add(srv)
                 add(lookup(instance, type: .txt, interface: interface, now: now))
-                for case .srv(let data) in srv.map(\.rdata) { targets.append(data.target) }
+                for case .srv(let data) in srv.map(\.rdata) { target(data.target) }
             case .srv(let data):
-                targets.append(data.target)
+                target(data.target)
             default:
                 break
             }
@@ -427,15 +434,20 @@ extension SleepProxyCore {
             add(lookup(target, type: .a, interface: interface, now: now))
             add(lookup(target, type: .aaaa, interface: interface, now: now))
         }
+        // One NSEC per unique name, unless the answers already hold one for it.
         var nsecNames: [DNSName] = []
+        var nsecSeen: Set<CaseFoldedName> = []
+        for record in answers where record.type == .nsec { nsecSeen.insert(CaseFoldedName(record.name)) }
         for record in answers + additional where record.cacheFlush && record.type != .nsec {
-            if !nsecNames.contains(where: { $0.caseInsensitiveEquals(record.name) }) { nsecNames.append(record.name) }
+            if nsecSeen.insert(CaseFoldedName(record.name)).inserted { nsecNames.append(record.name) }
         }
         for name in nsecNames {
             guard let held = uniqueTypes(of: name, interface: interface, now: now) else { continue }
-            let nsec = DNSRecord(
-                name: name, ttl: held.ttl, cacheFlush: true, rdata: .nsec(NSECData(nextName: name, types: held.types)))
-            if !answers.contains(where: { $0.type == .nsec && $0.name.caseInsensitiveEquals(name) }) { add([nsec]) }
+            add([
+                DNSRecord(
+                    name: name, ttl: held.ttl, cacheFlush: true,
+                    rdata: .nsec(NSECData(nextName: name, types: held.types)))
+            ])
         }
         return additional
     }
@@ -446,10 +458,10 @@ extension SleepProxyCore {
             && known.name.caseInsensitiveEquals(ours.name) && HeldRecord.sameRData(known.rdata, ours.rdata)
     }
 
-    mutating func pruneKnownAnswers(_ known: [DNSRecord], from querier: Endpoint, interface: InterfaceName) {
+    mutating func pruneKnownAnswers(_ known: KnownAnswers, from querier: Endpoint, interface: InterfaceName) {
         schedule.updatePending { response in
             guard response.querier == querier, response.interface == interface else { return }
-            response.answers.removeAll { record in known.contains { Self.suppresses($0, record) } }
+            response.answers.removeAll { known.suppress($0) }
         }
     }
 
@@ -509,4 +521,39 @@ struct AnswerDecision {
 
     var unicast: Unicast
     var multicast: Multicast
+}
+
+/// A name that equals another in any case of its ASCII letters (RFC 4343), and hashes alike.
+struct CaseFoldedName: Hashable {
+    let name: DNSName
+
+    init(_ name: DNSName) { self.name = name }
+
+    static func == (lhs: CaseFoldedName, rhs: CaseFoldedName) -> Bool { lhs.name.caseInsensitiveEquals(rhs.name) }
+
+    func hash(into hasher: inout Hasher) { name.hashIgnoringCase(into: &hasher) }
+}
+
+/// A query's known answers (RFC 6762 section 7.1), found by record rather than one by one: a querier that browses
+/// a type many hosts offer lists every instance it has, and each of ours is checked against them.
+struct KnownAnswers {
+    /// The longest TTL known for each record (`HeldRecord.identical`).
+    private let ttls: [RecordIdentity: UInt32]
+
+    init(_ records: [DNSRecord]) {
+        var ttls: [RecordIdentity: UInt32] = [:]
+        for record in records {
+            let identity = RecordIdentity(record)
+            ttls[identity] = max(ttls[identity] ?? 0, record.ttl)
+        }
+        self.ttls = ttls
+    }
+
+    var isEmpty: Bool { ttls.isEmpty }
+
+    /// Whether a known answer suppresses `record`: `SleepProxyCore.suppresses` for some known answer.
+    func suppress(_ record: DNSRecord) -> Bool {
+        guard !ttls.isEmpty, let known = ttls[RecordIdentity(record)] else { return false }
+        return known >= record.ttl / 2
+    }
 }

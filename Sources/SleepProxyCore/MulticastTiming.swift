@@ -101,13 +101,14 @@ extension SleepProxyCore {
             {
                 messages = lastEncoded.messages
             } else {
-                let additionals =
-                    response.isAnnouncement
-                    ? [] : additionalRecords(for: answers, interface: response.interface, now: now)
                 let message = DNSMessage(
-                    id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: answers,
-                    additionals: additionals)
-                messages = Self.encode(message, truncateIfTooLarge: false)
+                    id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: answers)
+                let interface = response.interface
+                messages = Self.encode(
+                    message,
+                    additionals: {
+                        response.isAnnouncement ? [] : additionalRecords(for: answers, interface: interface, now: now)
+                    }, truncateIfTooLarge: false)
                 lastEncoded = (response.interface, response.isAnnouncement, answers, messages)
             }
             for bytes in messages {
@@ -219,29 +220,43 @@ extension SleepProxyCore {
     /// messages (multicast), or cut with TC set (legacy unicast, which can retry over TCP); additional records
     /// go only where they fit. A single record larger than the limit goes alone.
     static func encode(_ message: DNSMessage, truncateIfTooLarge: Bool) -> [[UInt8]] {
-        guard let bytes = try? message.encoded() else { return [] }
-        if bytes.count <= maximumMessage { return [bytes] }
         var lean = message
         lean.additionals = []
-        if let bytes = try? lean.encoded(), bytes.count <= maximumMessage {
-            // Keep the additionals that still fit.
-            var fitted = lean
-            for record in message.additionals {
-                var trial = fitted
-                trial.additionals.append(record)
-                if let size = try? trial.encoded().count, size <= maximumMessage { fitted = trial }
-            }
-            return (try? fitted.encoded()).map { [$0] } ?? [bytes]
+        return encode(lean, additionals: { message.additionals }, truncateIfTooLarge: truncateIfTooLarge)
+    }
+
+    /// `encode` of `lean` with `additionals()` as its additional records, asked for only when the answers fit in
+    /// one message: only then does any go out (an answer to a browse of many hosts is split or cut, and the
+    /// additional records of hundreds of instances would be worked out for nothing).
+    static func encode(_ lean: DNSMessage, additionals: () -> [DNSRecord], truncateIfTooLarge: Bool) -> [[UInt8]] {
+        // The additionals that fit after the answers, in one pass (none when one cannot be written at all).
+        if let bytes = (try? lean.encoded(within: maximumMessage, addingAdditionals: additionals))
+            ?? (try? lean.encoded()), bytes.count <= maximumMessage
+        {
+            return [bytes]
         }
         if truncateIfTooLarge || lean.answers.count + lean.authorities.count < 2 {
-            var truncated = lean
-            while truncated.answers.count > 1,
-                (try? truncated.encoded()).map({ $0.count > maximumMessage }) ?? true
-            {
-                truncated.answers.removeLast()
-                truncated.flags.truncated = true
+            // The most answers, in order, that fit (at least one), found by halving: a message only grows with
+            // each answer added.
+            func encoded(keeping count: Int) -> [UInt8]? {
+                var truncated = lean
+                if count < lean.answers.count {
+                    truncated.answers.removeLast(lean.answers.count - count)
+                    truncated.flags.truncated = true
+                }
+                return try? truncated.encoded()
             }
-            return (try? truncated.encoded()).map { [$0] } ?? []
+            var fits = 1
+            var tooMany = lean.answers.count
+            while tooMany - fits > 1 {
+                let middle = (fits + tooMany) / 2
+                if let bytes = encoded(keeping: middle), bytes.count <= maximumMessage {
+                    fits = middle
+                } else {
+                    tooMany = middle
+                }
+            }
+            return encoded(keeping: max(1, min(fits, lean.answers.count))).map { [$0] } ?? []
         }
         // Split answers (or, for a probe, authorities) in two and encode each half the same way.
         var first = lean
