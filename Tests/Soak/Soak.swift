@@ -582,7 +582,8 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     let end = start + .milliseconds(Int(options.minutes * 60_000))
     var nextFault = start + uniform(0.5 * options.faultSeconds, 1.5 * options.faultSeconds, &faultRandom)
     var nextRestart = start + uniform(0.5 * options.restartSeconds, 1.5 * options.restartSeconds, &faultRandom)
-    /// What `SOAK_LATENCY_LOG` gets: `answer KIND AT MS`, `fault KIND AT`, with AT in seconds since the start.
+    /// What `SOAK_LATENCY_LOG` gets: `start UNIXTIME` (to line up with the daemon's log), then `answer KIND AT MS`,
+    /// `fault KIND AT`, with AT in seconds since the start.
     var latencyLines: [String] = []
     func noteAnswer(_ kind: String, at: Duration, _ latency: Duration) {
         answerLatencies.append((at, latency))
@@ -1425,7 +1426,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     let wakes = shared.model.withLock { $0.wakeLatencies }
     if let path = options.latencyLog {
         let lines =
-            latencyLines
+            ["start " + String(format: "%.3f", seconds(start))] + latencyLines
             + wakes.map {
                 "wake mac " + String(format: "%.3f %.3f", seconds($0.at - start), seconds($0.latency) * 1000)
             }
