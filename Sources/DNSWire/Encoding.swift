@@ -34,7 +34,8 @@ extension DNSMessage {
     /// bytes: each in turn is written if it fits and left out if it does not, and the next is tried (RFC 6762
     /// section 6: additional records are optional, and a responder includes what fits). One pass: the message is
     /// written once and each record that does not fit is taken back, compression entries included. The message
-    /// itself is written whole even when it alone exceeds `limit`, and then `extra` is not asked for.
+    /// itself is written whole even when it alone exceeds `limit`, and then `extra` is not asked for. A record
+    /// that cannot be written at all (RDATA over 65,535 bytes) is left out as one that does not fit.
     public func encoded(
         within limit: Int, addingAdditionals extra: () -> [DNSRecord], compression: NameCompression = .all
     ) throws(DNSWireError) -> [UInt8] {
@@ -43,9 +44,14 @@ extension DNSMessage {
         try write(to: &writer)
         guard writer.bytes.count <= limit else { return try Self.checkedSize(writer.bytes) }
         var count = additionals.count
-        for (index, record) in extra().enumerated() where count < 0xFFFF {
+        for record in extra() where count < 0xFFFF {
             let mark = writer.mark()
-            try writer.record(record, field: "additional[\(additionals.count + index)]")
+            do {
+                try writer.record(record, field: "additional")
+            } catch {
+                writer.rollBack(to: mark)
+                continue
+            }
             if writer.bytes.count <= limit {
                 count += 1
             } else {

@@ -229,9 +229,9 @@ extension SleepProxyCore {
     /// one message: only then does any go out (an answer to a browse of many hosts is split or cut, and the
     /// additional records of hundreds of instances would be worked out for nothing).
     static func encode(_ lean: DNSMessage, additionals: () -> [DNSRecord], truncateIfTooLarge: Bool) -> [[UInt8]] {
-        // The additionals that fit after the answers, in one pass (none when one cannot be written at all).
-        if let bytes = (try? lean.encoded(within: maximumMessage, addingAdditionals: additionals))
-            ?? (try? lean.encoded()), bytes.count <= maximumMessage
+        // The additionals that fit after the answers, in one pass.
+        if let bytes = try? lean.encoded(within: maximumMessage, addingAdditionals: additionals),
+            bytes.count <= maximumMessage
         {
             return [bytes]
         }

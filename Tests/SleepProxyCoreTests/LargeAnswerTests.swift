@@ -16,14 +16,18 @@ struct LargeAnswerTests {
         for index in 0..<count {
             harness.register(
                 Update.bytes(
-                    records: Update.host("mac\(index)", ipv4: IPv4Address(10, 77, 1, UInt8(index + 10))),
+                    records: Update.host("mac\(index + 100)", ipv4: IPv4Address(10, 77, 1, UInt8(index + 10))),
                     owner: Update.owner(mac: MACAddress(0x02, 0x78, 0, 0, 0, UInt8(index + 10)))))
         }
         harness.run(until: harness.now + .seconds(20))
         return harness
     }
 
-    static func instance(_ index: Int) -> DNSName { try! DNSName(labels: ["mac\(index)", "_ssh", "_tcp", "local"]) }
+    /// The instance of host `index`: names of the same length (`mac100` to `mac219`), so that any one of them left
+    /// out of a reply would take the same room.
+    static func instance(_ index: Int) -> DNSName {
+        try! DNSName(labels: ["mac\(index + 100)", "_ssh", "_tcp", "local"])
+    }
 
     @Test func aLegacyBrowseIsCutWithTCAtTheMostAnswersThatFit() throws {
         var harness = Self.held(120)
@@ -122,6 +126,46 @@ struct KnownAnswersTests {
                 #expect(
                     answers.suppress(ours) == known.contains { SleepProxyCore.suppresses($0, ours) },
                     "\(ours) against \(known)")
+            }
+        }
+    }
+}
+
+@Suite("Cutting a legacy reply to one packet")
+struct LegacyTruncationTests {
+    /// How a reply was cut before: the last answer dropped, and the message written again, until it fits.
+    static func droppingOneAtATime(_ message: DNSMessage) -> [[UInt8]] {
+        if let bytes = try? message.encoded(), bytes.count <= SleepProxyCore.maximumMessage { return [bytes] }
+        var truncated = message
+        while truncated.answers.count > 1,
+            (try? truncated.encoded()).map({ $0.count > SleepProxyCore.maximumMessage }) ?? true
+        {
+            truncated.answers.removeLast()
+            truncated.flags.truncated = true
+        }
+        return (try? truncated.encoded()).map { [$0] } ?? []
+    }
+
+    @Test func theSameCutAsDroppingOneAnswerAtATime() throws {
+        var random = SeededGenerator(seed: 1035)
+        func answer() throws -> DNSRecord {
+            let label = String(repeating: "x", count: Int.random(in: 1...60, using: &random))
+            return DNSRecord(
+                name: "_ssh._tcp.local.", ttl: 10, rdata: .ptr(try DNSName(labels: [label, "_ssh", "_tcp", "local"])))
+        }
+        for count in [0, 1, 2, 3, 4, 10, 20, 21, 22, 40, 100] {
+            for authority in [nil, 100, 1_300, 2_000] as [Int?] {
+                var message = DNSMessage(
+                    id: 7, flags: DNSFlags(response: true, opcode: .query, authoritative: true),
+                    questions: [DNSQuestion(name: "_ssh._tcp.local.", type: .ptr)],
+                    answers: try (0..<count).map { _ in try answer() })
+                if let authority {
+                    message.authorities = [
+                        DNSRecord(name: "local.", ttl: 10, rdata: .null([UInt8](repeating: 1, count: authority)))
+                    ]
+                }
+                let cut = SleepProxyCore.encode(message, truncateIfTooLarge: true)
+                #expect(cut == Self.droppingOneAtATime(message), "\(count) answers, authority \(authority ?? 0)")
             }
         }
     }
