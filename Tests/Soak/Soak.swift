@@ -462,9 +462,12 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         try querier.send(
             try question.encoded(), to: Endpoint(address: proxyAddress, port: 5353), scopeID: 0,
             from: try requireAddress(lab.host(.waker).ipv4), interfaceIndex: 0)
-        while ContinuousClock.now - started < wait {
+        while case let left = wait - (ContinuousClock.now - started), left > .zero {
             guard let reply = try querier.receive() else {
-                usleep(1_000)
+                // A resolver blocks until its answer comes: looking every millisecond instead added up to one to
+                // the latency of every answer timed here.
+                var waiting = pollfd(fd: querier.fileDescriptor, events: Int16(POLLIN), revents: 0)
+                _ = poll(&waiting, 1, Int32((left / .milliseconds(1)).rounded(.up)))
                 continue
             }
             guard let message = try? DNSMessage(decoding: reply.bytes), message.id == id else { continue }
