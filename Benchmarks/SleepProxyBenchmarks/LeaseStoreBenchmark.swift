@@ -14,6 +14,8 @@ import SleepProxyCore
 ///   (`store_restore_rss_before_load_mb`: the same just before opening the store).
 /// - `store_file_10000_owners_x25_mb`: the size of that database file.
 ///
+/// `STORE_PAGE_CACHE_KIB` sets the stores' page cache (`LeaseStore.Configuration.pageCacheKiB`), to compare sizes.
+///
 /// Each figure uses a fresh store in a temporary directory, removed afterwards. Owners are generated batch by
 /// batch and dropped once saved, so that the resident memory after the restore is mostly the restored owners.
 func runLeaseStoreBenchmarks() throws {
@@ -26,6 +28,13 @@ func runLeaseStoreBenchmarks() throws {
 
 private enum LeaseStoreBenchmark {
     static let start = UnixTime(seconds: 1_700_000_000)
+    static let configuration: LeaseStore.Configuration = {
+        var configuration = LeaseStore.Configuration()
+        if let set = getenv("STORE_PAGE_CACHE_KIB").flatMap({ Int(String(cString: $0)) }) {
+            configuration.pageCacheKiB = set
+        }
+        return configuration
+    }()
 
     /// Owners per second saved with `batchSize` owners (and as many events) per `apply`.
     static func applyRate(owners: Int, batchSize: Int) throws -> Double {
@@ -51,7 +60,7 @@ private enum LeaseStoreBenchmark {
             let clock = ContinuousClock()
             var loaded = LoadedOwners(owners: [], problems: [])
             let elapsed = try clock.measure {
-                let reopened = try LeaseStore(directory: directory)
+                let reopened = try LeaseStore(directory: directory, configuration: configuration)
                 loaded = try reopened.loadOwners()
                 reopened.close()
             }
@@ -150,7 +159,7 @@ private enum LeaseStoreBenchmark {
             }
             rmdir(directory)
         }
-        let store = try LeaseStore(directory: directory)
+        let store = try LeaseStore(directory: directory, configuration: configuration)
         defer { store.close() }
         return try body(store, directory)
     }

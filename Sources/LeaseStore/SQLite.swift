@@ -37,6 +37,15 @@ final class Connection {
         if let handle { sqlite3_db_release_memory(handle) }
     }
 
+    /// The memory this connection's page cache holds now, in bytes (`SQLITE_DBSTATUS_CACHE_USED`).
+    var cachedPageBytes: Int {
+        guard let handle else { return 0 }
+        var current: Int32 = 0
+        var highest: Int32 = 0
+        sqlite3_db_status(handle, SQLITE_DBSTATUS_CACHE_USED, &current, &highest, 0)
+        return Int(current)
+    }
+
     /// Finalizes every cached statement and closes the connection; harmless when already closed.
     func close() {
         for statement in statements.values { sqlite3_finalize(statement.handle) }
