@@ -496,6 +496,12 @@ public final class LeaseStore: LeaseStoring {
         }
     }
 
+    /// The memory SQLite holds now in this process, for every store and connection (`sqlite3_memory_used`): page
+    /// caches, schemas, prepared statements.
+    public static func sqliteMemoryBytes() -> Int {
+        Int(sqlite3_memory_used())
+    }
+
     /// How many events the history holds.
     public func eventCount() throws(LeaseStoreError) -> Int {
         try withConnection("count events") { connection throws(LeaseStoreError) in

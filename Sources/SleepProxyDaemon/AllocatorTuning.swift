@@ -31,4 +31,13 @@ public enum AllocatorTuning {
     public static func returnFreeMemory() {
         _ = sp_return_free_memory()
     }
+
+    /// The bytes allocated now (`inUse`), and those the allocator holds for them from the system (`held`, in use
+    /// or kept free): the daemon's live data, told apart from the allocator's growth around it.
+    public static func figures() -> (inUse: Int, held: Int) {
+        var inUse = 0
+        var held = 0
+        sp_allocator_figures(&inUse, &held)
+        return (inUse, held)
+    }
 }

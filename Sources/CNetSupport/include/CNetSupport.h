@@ -262,4 +262,9 @@ int sp_limit_allocator_arenas(int arenas);
 /// free pages inside it). Returns 1 if some went back, 0 if none.
 int sp_return_free_memory(void);
 
+/// What the allocator holds (mallinfo2, summed over its arenas): `in_use`, the bytes of the chunks allocated now,
+/// and `held`, the bytes it took from the system for them (its arenas' heaps and the chunks mapped on their own),
+/// in use or kept free.
+void sp_allocator_figures(size_t *in_use, size_t *held);
+
 #endif

@@ -11,7 +11,8 @@ import Synchronization
 ///   per packet beyond incrementing an integer;
 /// - what the shell measures as it carries out actions: the wake latency (`wakeStarted`) and the lease store's
 ///   commits (`storeCommitted`, `storeFailed`), recorded at once, from the daemon's queue;
-/// - the process itself (`ProcessMetrics`), read from /proc at each scrape.
+/// - the process itself (`ProcessMetrics`), read from /proc at each scrape, and its memory by the allocator's and
+///   SQLite's counts (`MemoryMetrics`).
 ///
 /// Counters only grow while the daemon runs (a reload keeps this object and the core), and start at zero with a
 /// new process, as Prometheus expects. Labels are bounded: interfaces served, and fixed sets of outcomes, reasons
@@ -33,6 +34,7 @@ public final class DaemonMetrics: Sendable {
     private let commitTime: ValueHistogram
     private let storeErrors: [StoreErrorKind: Counter]
     private let process: ProcessMetrics
+    private let memory: MemoryMetrics
 
     /// Counters copied from the core at each scrape, with what they showed last time (they only grow by deltas).
     private struct ScrapeState: ~Copyable {
@@ -49,6 +51,7 @@ public final class DaemonMetrics: Sendable {
 
     public init(version: String) {
         process = ProcessMetrics(registry: registry)
+        memory = MemoryMetrics(registry: registry)
         state = Mutex(ScrapeState())
         registry.makeGauge(
             descriptor: Self.name("build", unit: "info", "The running sleepproxyd: its version in a label, value 1."),
@@ -128,6 +131,7 @@ public final class DaemonMetrics: Sendable {
                 state.interfaces.removeValue(forKey: name)?.unregister(from: registry)
             }
             process.update()
+            memory.update()
             return registry.emitToBuffer()
         }
     }

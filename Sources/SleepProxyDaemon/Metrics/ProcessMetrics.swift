@@ -1,3 +1,4 @@
+import LeaseStore
 import Prometheus
 import Synchronization
 
@@ -122,5 +123,38 @@ final class ProcessMetrics: Sendable {
             if bytes.count > 1 << 20 { break }
         }
         return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// Where the daemon's memory goes, read at each scrape: what the C allocator has handed out and holds from the
+/// system, and SQLite's share of what is handed out. Beside `process_resident_memory_bytes` they tell a leak (the
+/// bytes allocated grow) from the allocator's heap growing around the same data (only the bytes held grow) and from
+/// the lease store's page cache filling to its bound.
+final class MemoryMetrics: Sendable {
+    private let allocated: Gauge
+    private let held: Gauge
+    private let store: Gauge
+
+    init(registry: PrometheusCollectorRegistry) {
+        allocated = registry.makeGauge(
+            descriptor: DaemonMetrics.name(
+                "heap_allocated", unit: "bytes",
+                "Bytes allocated from the C allocator now (mallinfo2), SQLite's included."))
+        held = registry.makeGauge(
+            descriptor: DaemonMetrics.name(
+                "heap_held", unit: "bytes",
+                "Bytes the C allocator holds from the system for them, allocated or kept free (mallinfo2)."))
+        store = registry.makeGauge(
+            descriptor: DaemonMetrics.name(
+                "store_memory", unit: "bytes",
+                "Bytes SQLite has allocated for the lease store: its page cache, schema and statements."))
+        update()
+    }
+
+    func update() {
+        let figures = AllocatorTuning.figures()
+        allocated.set(Double(figures.inUse))
+        held.set(Double(figures.held))
+        store.set(Double(LeaseStore.sqliteMemoryBytes()))
     }
 }

@@ -310,6 +310,54 @@ import Testing
         #expect((values["process_open_fds"] ?? 0) < Double(limit.rlim_cur))
     }
 
+    /// The memory gauges are this process's own: the bytes allocated follow an allocation made and freed between
+    /// scrapes, the allocator holds at least what is allocated, and SQLite's share covers an open store's cache.
+    @Test func memoryMetricsFollowWhatIsAllocated() throws {
+        let metrics = DaemonMetrics(version: "1")
+        func scrape() -> [String: Double] {
+            Self.parse(metrics.exposition(MetricsSnapshot(statistics: CoreStatistics(), held: [:], capture: [:])))
+        }
+        let before = scrape()
+        let allocatedBefore = try #require(before["sleepproxy_heap_allocated_bytes"])
+        #expect(allocatedBefore > 0)
+        #expect((before["sleepproxy_heap_held_bytes"] ?? 0) >= allocatedBefore)
+
+        // 64 MiB, far more than other tests running beside this one allocate or free between two scrapes.
+        let size = 64 << 20
+        let block = try #require(malloc(size))
+        memset(block, 1, size)
+        let during = scrape()
+        free(block)
+        let after = scrape()
+        let allocatedDuring = try #require(during["sleepproxy_heap_allocated_bytes"])
+        let allocatedAfter = try #require(after["sleepproxy_heap_allocated_bytes"])
+        let margin = Double(16 << 20)
+        #expect(abs(allocatedDuring - allocatedBefore - Double(size)) < margin, "\(allocatedBefore) \(allocatedDuring)")
+        #expect(abs(allocatedDuring - allocatedAfter - Double(size)) < margin, "\(allocatedDuring) \(allocatedAfter)")
+        #expect((during["sleepproxy_heap_held_bytes"] ?? 0) >= allocatedDuring)
+
+        // A store with pages written: SQLite's memory counts at least its page cache.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("metrics-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try LeaseStore(directory: directory.path, configuration: .init(eventHistoryLimit: 2_000))
+        let time = UnixTime(seconds: 1_700_000_000)
+        try store.apply(
+            (0..<1_000).map { n in
+                .appendEvent(
+                    Event(
+                        time: time + .seconds(n), kind: .registered, interface: "eth0", owner: Self.sleeperMAC,
+                        source: Endpoint(address: .v4(Self.sleeper), port: 5353), detail: "event \(n)"))
+            })
+        let cached = try store.cachedPageBytes()
+        #expect(cached > 32 << 10, "\(cached) bytes cached")
+        let last = scrape()
+        let storeMemory = try #require(last["sleepproxy_store_memory_bytes"])
+        #expect(storeMemory >= Double(cached), "\(storeMemory) bytes for SQLite, \(cached) of them cached pages")
+        // SQLite allocates from the same allocator.
+        #expect(storeMemory < last["sleepproxy_heap_allocated_bytes"] ?? 0)
+    }
+
     /// Capture counters grow by what libpcap counted since the last scrape; an interface no longer served leaves.
     @Test func captureCountsAndInterfacesComeAndGo() {
         let metrics = DaemonMetrics(version: "1")
