@@ -41,6 +41,9 @@ public struct SoakOptions: Sendable {
     /// A file to write every answer and wake latency, fault and resource sample to, one a line, for a closer look
     /// (`SOAK_LATENCY_LOG`).
     public var latencyLog: String?
+    /// A file to write the daemon's log to at the end, every run of it in turn (`SOAK_DAEMON_LOG`): the lab's
+    /// directory, where it is written meanwhile, goes with the lab.
+    public var daemonLog: String?
 
     public init(
         minutes: Double, seed: UInt64, hosts: Int, lease: UInt32, actionsPerSecond: Double, faultSeconds: Double,
@@ -73,6 +76,7 @@ public struct SoakOptions: Sendable {
             declaredHosts: environment["SOAK_DECLARED"].flatMap { Int($0) } ?? 3,
             daemonPath: daemonPath, ctlPath: ctlPath)
         options.latencyLog = environment["SOAK_LATENCY_LOG"].flatMap { $0.isEmpty ? nil : $0 }
+        options.daemonLog = environment["SOAK_DAEMON_LOG"].flatMap { $0.isEmpty ? nil : $0 }
         return options
     }
 }
@@ -138,6 +142,10 @@ private final class SoakShared: Sendable {
     /// it let go meanwhile (returns and forgets; Mac-style and Linux): a crash now brings them back from the store.
     let storeLags = Mutex(false)
     let lettingGoUnstored = Mutex<(mac: Set<Int>, linux: Set<Int>)>(([], []))
+    /// Connections to a declared host in `wake.never_wake` still trying (their SYNs may yet reach the proxy), and
+    /// when the last one gave up: a reload meanwhile could take the host out of `never_wake` before its SYN
+    /// arrives, and the proxy would rightly wake it.
+    let neverWakeConnections = Mutex<(trying: Int, lastEnded: Duration)>((0, .zero))
     /// The declared hosts, and the Linux hosts that register.
     let declared: Mutex<SoakDeclaredModel>
     let linux: Mutex<SoakLinuxModel>
@@ -575,9 +583,18 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     /// A connection attempt from the waker's own TCP stack (it sends SYNs, the proxy answers none), in the
     /// background.
     func connect(_ host: SoakModel.Host, port: Int) { connect(host.ipv4, port: port) }
-    func connect(_ address: IPv4Address, port: Int) {
+    func connect(_ address: IPv4Address, port: Int, toNeverWake: Bool = false) {
         let address = "\(address)"
-        Task.detached { _ = try? await lab.run(.waker, ["nc", "-z", "-w", "1", address, String(port)]) }
+        if toNeverWake { shared.neverWakeConnections.withLock { $0.trying += 1 } }
+        Task.detached {
+            _ = try? await lab.run(.waker, ["nc", "-z", "-w", "1", address, String(port)])
+            if toNeverWake { shared.neverWakeConnections.withLock { $0 = ($0.trying - 1, soakNow()) } }
+        }
+    }
+    /// No connection to a `never_wake` host is trying, nor gave up within the last second (its last SYN is on
+    /// its way, or in the proxy's capture buffer): the configuration may change.
+    func neverWakeQuiet(_ now: Duration) -> Bool {
+        shared.neverWakeConnections.withLock { $0.trying == 0 && now - $0.lastEnded > .seconds(1) }
     }
 
     // A fault every SOAK_FAULT_SECONDS on average, spread evenly between half and one and a half times that.
@@ -586,7 +603,8 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     var nextFault = start + uniform(0.5 * options.faultSeconds, 1.5 * options.faultSeconds, &faultRandom)
     var nextRestart = start + uniform(0.5 * options.restartSeconds, 1.5 * options.restartSeconds, &faultRandom)
     /// What `SOAK_LATENCY_LOG` gets: `start UNIXTIME` (to line up with the daemon's log), then `answer KIND AT MS`,
-    /// `fault KIND AT`, with AT in seconds since the start.
+    /// `fault KIND AT`, `sample GENERATION AT RSSANON_KB [HEAP_ALLOCATED_KB HEAP_HELD_KB STORE_MEMORY_KB]`, with AT in
+    /// seconds since the start.
     var latencyLines: [String] = []
     func noteAnswer(_ kind: String, at: Duration, _ latency: Duration) {
         answerLatencies.append((at, latency))
@@ -779,7 +797,8 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         try talk(now)
 
         // Faults, never within 2 s of a return: the release comes from an announcement nobody acknowledges, and a
-        // proxy killed before it saw it would rightly hold the host again.
+        // proxy killed before it saw it would rightly hold the host again. Nor while a connection to a `never_wake`
+        // host may still reach the proxy (`neverWakeQuiet`).
         if let until = diskFullUntil, now >= until {
             try daemon.freeDisk()
             diskFullUntil = nil
@@ -788,7 +807,9 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             storeChecksAfter = now + .seconds(30)
             say("disk freed")
         }
-        if now >= nextFault || now >= nextRestart, now - lastReturn > .seconds(2), diskFullUntil == nil {
+        if now >= nextFault || now >= nextRestart, now - lastReturn > .seconds(2), diskFullUntil == nil,
+            neverWakeQuiet(now)
+        {
             // 0: a reload, 1: a full disk (a reload twice as often), 2: a restart, 3: a crash.
             let fault: UInt64
             if now >= nextRestart {
@@ -1171,7 +1192,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
                         count("declared_connections")
                         shared.declared.withLock { $0.hosts[index].wake = (soakNow(), "a SYN to port 22") }
                     }
-                    connect(model.hosts[index].ipv4, port: 22)
+                    connect(model.hosts[index].ipv4, port: 22, toNeverWake: model.neverWake.contains(index))
                 default:
                     guard let index = chosenIndex(taken) else { break }
                     count("declared_connections_to_other_ports")
@@ -1402,9 +1423,10 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
         // Resources.
         if now >= nextSample, let pid = daemon.process?.pid {
             nextSample = now + .seconds(10)
-            if let sample = SoakSample.take(
+            if var sample = SoakSample.take(
                 pid: pid, generation: daemon.generation, stateDirectory: daemon.stateDirectoryHere)
             {
+                sample.memory = await daemon.memoryGauges()
                 samples.append(sample)
                 // Every five minutes, where things stand.
                 if sample.time - lastProgress >= .seconds(300) {
@@ -1422,6 +1444,9 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
     if !told { _ = tellFirstViolation() }
     _ = try await daemon.stop(SIGTERM)
     watcher.cancel()
+    if let path = options.daemonLog {
+        try? daemon.logs.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+    }
 
     hostileSender.cancel()
     for (kind, amount) in shared.counts.withLock({ $0 }) { counts[kind, default: 0] += amount }
@@ -1435,6 +1460,7 @@ public func runSoak(_ options: SoakOptions, in lab: Lab, say: @escaping (String)
             }
             + samples.map {
                 "sample \($0.generation) " + String(format: "%.3f", seconds($0.time - start)) + " \($0.rssAnonKB)"
+                    + ($0.memory.map { " \($0.allocatedKB) \($0.heldKB) \($0.storeKB)" } ?? "")
             }
         try? lines.joined(separator: "\n").appending("\n").write(toFile: path, atomically: true, encoding: .utf8)
     }
@@ -1497,6 +1523,18 @@ private func soakFigures(
             ("soak_store_bytes_max", "\(samples.map(\.storeBytes).max() ?? 0)"),
             ("soak_samples", "\(samples.count)"),
         ]
+        // The daemon's memory gauges, at the first and last sample whose scrape answered.
+        let scraped = samples.filter { $0.memory != nil }
+        figures.append(("soak_memory_scrapes", "\(scraped.count)"))
+        if let first = scraped.first?.memory, let last = scraped.last?.memory {
+            figures += [
+                ("soak_heap_allocated_mb_start", String(format: "%.2f", Double(first.allocatedKB) / 1024)),
+                ("soak_heap_allocated_mb_end", String(format: "%.2f", Double(last.allocatedKB) / 1024)),
+                ("soak_heap_held_mb_start", String(format: "%.2f", Double(first.heldKB) / 1024)),
+                ("soak_heap_held_mb_end", String(format: "%.2f", Double(last.heldKB) / 1024)),
+                ("soak_store_memory_mb_end", String(format: "%.2f", Double(last.storeKB) / 1024)),
+            ]
+        }
         // CPU time over wall time, within each run of the daemon.
         var cpu = 0.0
         var wall = 0.0
@@ -1512,13 +1550,14 @@ private func soakFigures(
     // the run's length.
     var judgedRuns = 0
     var warmMinutes = 0.0
-    func slope(_ value: (SoakSample) -> Double) -> String {
+    /// Samples where `value` is nil are left out.
+    func slope(_ value: (SoakSample) -> Double?) -> String {
         var weighted = 0.0
         var weights = 0.0
         judgedRuns = 0
         for generation in Set(warm.map(\.generation)) {
-            let points = warm.filter { $0.generation == generation }.map {
-                (time: seconds($0.time - start), value: value($0))
+            let points = warm.filter { $0.generation == generation }.compactMap { sample in
+                value(sample).map { (time: seconds(sample.time - start), value: $0) }
             }
             guard let slope = slopePerHour(points), let first = points.first, let last = points.last,
                 last.time - first.time >= 180
@@ -1530,6 +1569,13 @@ private func soakFigures(
         return weights > 0 ? String(format: "%.3f", weighted / weights) : "n/a"
     }
     figures.append(("soak_rss_anon_mb_per_hour", slope { Double($0.rssAnonKB) / 1024 }))
+    // The daemon's own count of what it allocated, and of what the allocator holds for it: which of them follows
+    // RssAnon tells live data from the heap's growth around it.
+    let rssRuns = judgedRuns
+    figures.append(("soak_heap_allocated_mb_per_hour", slope { $0.memory.map { Double($0.allocatedKB) / 1024 } }))
+    figures.append(("soak_heap_held_mb_per_hour", slope { $0.memory.map { Double($0.heldKB) / 1024 } }))
+    figures.append(("soak_store_memory_mb_per_hour", slope { $0.memory.map { Double($0.storeKB) / 1024 } }))
+    judgedRuns = rssRuns
     warmMinutes = 0
     for generation in Set(warm.map(\.generation)) {
         let times = warm.filter { $0.generation == generation }.map(\.time)

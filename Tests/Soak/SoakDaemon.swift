@@ -25,6 +25,8 @@ final class SoakDaemon {
     /// When the current process answered `sleepproxyctl status` first (Unix time), nil while it is down.
     private(set) var upSince: Duration?
     private var configuration = 0
+    /// The log of each run of the daemon that ended, with a line saying which.
+    private(set) var logs: [String] = []
     /// The process whose mount namespace holds the state directory's tmpfs.
     let keeper: LabProcess
     /// The state directory as this process reaches it.
@@ -36,6 +38,35 @@ final class SoakDaemon {
     /// Which of them is in the file now.
     var configurationIndex: Int { configuration }
 
+    /// Where the daemon serves its metrics, as a user with Prometheus on another machine has it: its address on
+    /// the LAN.
+    static let metricsEndpoint = "10.77.0.1:9187"
+
+    /// The memory gauges of `/metrics`, scraped from the waker as Prometheus would (nil if the scrape failed). The
+    /// request goes whole and the connection stays open both ways until the daemon closes it, as an HTTP client
+    /// keeps it (`nc -N` would half-close it, and the endpoint closes a connection its client half-closed).
+    func memoryGauges() async -> SoakSample.Memory? {
+        let request = "GET /metrics HTTP/1.1\r\nHost: \(Self.metricsEndpoint)\r\nConnection: close\r\n\r\n"
+        let parts = Self.metricsEndpoint.split(separator: ":").map(String.init)
+        guard
+            let scraped = try? await lab.run(
+                .waker, ["sh", "-c", "printf '\(request)' | nc -w 5 \(parts[0]) \(parts[1])"],
+                timeout: .seconds(10)),
+            scraped.succeeded
+        else { return nil }
+        var values: [String: Double] = [:]
+        for line in scraped.stdout.split(separator: "\n") where line.hasPrefix("sleepproxy_") {
+            let words = line.split(separator: " ")
+            if words.count == 2, let value = Double(words[1]) { values[String(words[0])] = value }
+        }
+        guard let allocated = values["sleepproxy_heap_allocated_bytes"],
+            let held = values["sleepproxy_heap_held_bytes"],
+            let store = values["sleepproxy_store_memory_bytes"]
+        else { return nil }
+        return SoakSample.Memory(
+            allocatedKB: Int(allocated) / 1024, heldKB: Int(held) / 1024, storeKB: Int(store) / 1024)
+    }
+
     static func configurations(declared: [String], neverWake: [String]) -> [String] {
         let names = neverWake.map { "\"\($0)\"" }.joined(separator: ", ")
         return [
@@ -43,12 +74,16 @@ final class SoakDaemon {
             log_level = "info"
             [limits]
             maximum_records_per_host = 1000
+            [metrics]
+            listen = "\(Self.metricsEndpoint)"
 
             """ + declared[0],
             """
             log_level = "notice"
             [limits]
             maximum_records_per_host = 500
+            [metrics]
+            listen = "\(Self.metricsEndpoint)"
             [wake]
             ignore_sources = ["10.77.0.250/32"]
             never_wake = [\(names)]
@@ -143,6 +178,7 @@ final class SoakDaemon {
         _ = try await eventually("sleepproxyd to end on signal \(signal)", within: .seconds(15)) { () -> Bool? in
             process.hasExited ? true : nil
         }
+        logs.append("--- run \(generation) of sleepproxyd, ended by signal \(signal)\n" + process.stderr)
         self.process = nil
         return ContinuousClock.now - started
     }
@@ -181,6 +217,15 @@ struct SoakSample: Sendable {
     var threads: Int
     var cpuSeconds: Double
     var storeBytes: Int
+    /// The daemon's own memory gauges from `/metrics`, when the scrape answered.
+    var memory: Memory?
+
+    struct Memory: Sendable {
+        /// `sleepproxy_heap_allocated_bytes`, `sleepproxy_heap_held_bytes`, `sleepproxy_store_memory_bytes`.
+        var allocatedKB: Int
+        var heldKB: Int
+        var storeKB: Int
+    }
 
     /// `/proc/PID` of the running daemon, and the size of its store's files.
     static func take(pid: Int32, generation: Int, stateDirectory: String) -> SoakSample? {

@@ -42,5 +42,14 @@ struct SoakLabTests {
             Int(figures["soak_events_\($0)"] ?? "0") ?? 0
         }
         #expect(faults.reduce(0, +) >= 2, "SOAK_SEED=\(report.seed): \(faults)")
+        // The daemon's memory gauges were scraped from its /metrics at most samples (a scrape during a stop or a
+        // crash finds nobody), and say something plausible: a few megabytes allocated, SQLite's share of them.
+        let samples = Int(figures["soak_samples"] ?? "0") ?? 0
+        let scrapes = Int(figures["soak_memory_scrapes"] ?? "0") ?? 0
+        #expect(scrapes * 2 > samples, "\(scrapes) of \(samples) samples scraped /metrics")
+        let allocated = Double(figures["soak_heap_allocated_mb_end"] ?? "") ?? 0
+        let store = Double(figures["soak_store_memory_mb_end"] ?? "") ?? 0
+        #expect(allocated > 0.5 && allocated < 64, "\(allocated) MB allocated")
+        #expect(store > 0 && store < allocated, "\(store) MB of SQLite's, of \(allocated) MB allocated")
     }
 }
