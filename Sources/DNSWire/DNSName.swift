@@ -232,6 +232,20 @@ public struct DNSName: @unchecked Sendable {
         }
     }
 
+    /// The name in storage of its own, for a name kept long after the message it was decoded from: a decoded
+    /// name shares its message's names block (half a kilobyte at least), and would keep all of it alive. A name
+    /// that already has its storage to itself is returned as it is.
+    public func compacted() -> DNSName {
+        guard start != 0 || storage.capacity > wireLength + Self.compactSlack else { return self }
+        return withWire { DNSName(uncheckedWire: $0) }
+    }
+
+    /// What a name's own storage may hold beyond its bytes (the allocator rounds a block up).
+    static let compactSlack = 32
+
+    /// Bytes of the storage this name keeps alive: its own bytes, or its whole message's names block.
+    var storageCapacity: Int { storage.capacity }
+
     /// The name with ASCII letters folded to lower case (length bytes are below 64 and never letters). A name with
     /// no upper-case letter is returned as it is, sharing its storage.
     public func lowercased() -> DNSName {

@@ -83,8 +83,11 @@ struct SeenMachines: Sendable {
             Self.note(source, in: &machine)
             for record in records where record.ttl > 0 {
                 switch record.rdata {
-                case .a(let v4) where IPAddress.v4(v4) == source: machine.hostName = record.name
-                case .aaaa(let v6) where IPAddress.v6(v6) == source: machine.hostName = record.name
+                // Kept for as long as the machine is remembered: a copy of its own, not the packet's names.
+                case .a(let v4) where IPAddress.v4(v4) == source && machine.hostName != record.name:
+                    machine.hostName = record.name.compacted()
+                case .aaaa(let v6) where IPAddress.v6(v6) == source && machine.hostName != record.name:
+                    machine.hostName = record.name.compacted()
                 default: continue
                 }
             }

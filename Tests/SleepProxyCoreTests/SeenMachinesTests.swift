@@ -1,8 +1,8 @@
-import DNSWire
 import Frames
 import NetworkAddresses
 import Testing
 
+@testable import DNSWire
 @testable import SleepProxyCore
 
 /// The machines heard on the link, for `sleepproxyctl seen`: who they are by what they announce for themselves,
@@ -12,6 +12,18 @@ struct SeenMachinesTests {
 
     static func machine(_ mac: MACAddress, _ harness: Harness) -> SeenMachine? {
         harness.core.seenMachines.first { $0.mac == mac }
+    }
+
+    /// The host name is kept as long as the machine is: a copy of its own, not the names of the packet it came in
+    /// (half a kilobyte at least, for each of up to 512 machines, filling again after every start).
+    @Test func theHostNameKeptIsACopyOfItsOwn() throws {
+        var harness = Harness()
+        Learned.announce(Learned.announcement, &harness)
+        let name = try #require(Self.machine(Learned.mac, harness)?.hostName)
+        #expect(name == Learned.hostName)
+        #expect(
+            name.storageCapacity <= name.wireLength + DNSName.compactSlack,
+            "\(name.storageCapacity) bytes kept for a name of \(name.wireLength)")
     }
 
     @Test func aMachineIsKnownByTheHostNameAndServicesItAnnouncesForItself() throws {
