@@ -9,7 +9,7 @@ struct CompactNameTests {
         let records = try (0..<8).map { n in
             DNSRecord(
                 name: try DNSName("service \(n)._smb._tcp.local."), ttl: 120,
-                rdata: .srv(SRVData(priority: 0, weight: 0, port: 445, target: try DNSName("Annas-iMac.local."))))
+                rdata: .srv(SRVData(priority: 0, weight: 0, port: 445, target: "Annas-iMac.local.")))
         }
         let bytes = try DNSMessage(
             id: 0, flags: DNSFlags(response: true, opcode: .query, authoritative: true), answers: records
