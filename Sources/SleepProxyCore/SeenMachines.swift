@@ -52,6 +52,10 @@ public struct SeenMachine: Hashable, Sendable {
 /// least recently dropped first (an eighth of the table at once, so that a flood costs a sort every `limit / 8` new
 /// MACs, not a scan per frame); each with at most `addressLimit` addresses and `serviceLimit` services. Kept in
 /// memory only: after a restart the table fills again as the machines talk.
+///
+/// The table is sized for `limit` machines from the start (about 130 KB), so that a link's machines, or a flood,
+/// filling it over the first minutes grow no table storage: the daemon's memory is what it will be at the limit,
+/// not a step every time the table outgrows its storage and is copied to one twice the size.
 struct SeenMachines: Sendable {
     static let limit = 512
     static let addressLimit = 8
@@ -62,7 +66,13 @@ struct SeenMachines: Sendable {
         var mac: MACAddress
     }
 
-    private(set) var machines: [Key: SeenMachine] = [:]
+    private(set) var machines: [Key: SeenMachine] = Self.emptyTable()
+
+    private static func emptyTable() -> [Key: SeenMachine] {
+        var table: [Key: SeenMachine] = [:]
+        table.reserveCapacity(limit)
+        return table
+    }
 
     var count: Int { machines.count }
 
@@ -140,7 +150,7 @@ struct SeenMachines: Sendable {
 
     /// Forgets the machines of `interface` (no longer served).
     mutating func remove(on interface: InterfaceName) {
-        machines = machines.filter { $0.key.interface != interface }
+        for key in machines.keys.filter({ $0.interface == interface }) { machines[key] = nil }
     }
 
     private mutating func update(_ key: Key, now: UnixTime, _ change: (inout SeenMachine) -> Void) {

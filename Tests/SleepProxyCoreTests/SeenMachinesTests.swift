@@ -102,9 +102,12 @@ struct SeenMachinesTests {
         #expect(harness.core.seenMachines.first?.mac == Learned.mac)
     }
 
-    /// A flood of invented MACs: the table stays within its limit, keeping the machines heard most recently.
+    /// A flood of invented MACs: the table stays within its limit, keeping the machines heard most recently, in the
+    /// storage it had from the start.
     @Test func theTableIsBoundedAndDropsTheLeastRecentlyHeard() throws {
         var harness = Harness()
+        let capacity = harness.core.seen.machines.capacity
+        #expect(capacity >= SeenMachines.limit, "sized for its limit from the start")
         Learned.announce(Learned.announcement, &harness)
         for index in 0..<(SeenMachines.limit * 2) {
             harness.advance(.milliseconds(10))
@@ -125,6 +128,12 @@ struct SeenMachinesTests {
         #expect(machines.contains { $0.mac == Learned.mac })
         #expect(machines.contains { $0.mac == MACAddress(0x02, 0x55, 0, 0, 0x03, 0xFF) }, "the newest is kept")
         #expect(!machines.contains { $0.mac == MACAddress(0x02, 0x55, 0, 0, 0, 0) }, "the oldest is dropped")
+        #expect(harness.core.seen.machines.capacity == capacity, "no storage grown or copied as it filled")
+        harness.advance(.seconds(1))
+        harness.core.seen.moveTimes(by: .seconds(-5))
+        harness.core.seen.remove(on: Harness.interface)
+        #expect(harness.core.seenMachineCount == 0)
+        #expect(harness.core.seen.machines.capacity == capacity, "nor after a clock step and an interface's removal")
     }
 
     @Test func aMachineKeepsAFewAddressesAndServicesAtMost() throws {
