@@ -599,16 +599,20 @@ public final class Daemon: @unchecked Sendable {
 
     /// A wake or a forget the page asked for (its token already checked), as the control socket's would be.
     private func carryOut(_ action: PageSource.Action) -> (PageActionResponse, Int) {
-        let service = ControlService(state: snapshot(withCaptureCounts: false), store: store)
         let by = action.source.map { " by \($0.address)" } ?? ""
         // What the page sent, fit for one log line: at most 100 characters, control characters shown as "?".
         let asked = String(
             String.UnicodeScalarView(
                 action.host.unicodeScalars.prefix(100).map { $0.properties.generalCategory == .control ? "?" : $0 }))
-        let answer = service.withHost(action.host, command: action.kind.rawValue) { key in
-            switch action.kind {
-            case .wake: service.wake(key, reason: "asked from the page\(by)", source: action.source)
-            case .forget: service.forget(key, reason: "asked from the page\(by)", source: action.source)
+        let answer: ControlService.Answer
+        do {
+            // The snapshot goes before the command is carried out (see `answer(_:on:)`).
+            let service = ControlService(state: snapshot(withCaptureCounts: false), store: store)
+            answer = service.withHost(action.host, command: action.kind.rawValue) { key in
+                switch action.kind {
+                case .wake: service.wake(key, reason: "asked from the page\(by)", source: action.source)
+                case .forget: service.forget(key, reason: "asked from the page\(by)", source: action.source)
+                }
             }
         }
         carryOut(answer.command)
